@@ -1,0 +1,83 @@
+/*
+ * client.c -- libskipq's enqueue call: one parameterised call of
+ * skipq.enqueue() on the caller's connection, so it joins the caller's
+ * transaction. Validation lives in the SQL function, where every client
+ * (psql, other languages, this library) gets the same rules.
+ */
+#include <libpq-fe.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "skipq/skipq.h"
+
+const char *skipq_strerror(skipq_rc rc)
+{
+    switch (rc) {
+    case SKIPQ_OK: return "ok";
+    case SKIPQ_EINVAL: return "invalid argument";
+    case SKIPQ_EDB: return "database error";
+    case SKIPQ_ENOMEM: return "out of memory";
+    case SKIPQ_ESCHEMA: return "schema version mismatch";
+    case SKIPQ_ENOTFOUND: return "not found";
+    }
+    return "unknown error";
+}
+
+skipq_rc skipq_enqueue(PGconn *conn, const char *kind, const char *payload, const skipq_enqueue_opts *opts,
+                       int64_t *id_out, char *errbuf, size_t errlen)
+{
+    char dummy[SKIPQ_ERRBUF_SIZE];
+    if (!errbuf) {
+        errbuf = dummy;
+        errlen = sizeof dummy;
+    }
+    skipq_enqueue_opts defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    if (!conn || !kind) {
+        snprintf(errbuf, errlen, "skipq_enqueue: %s is NULL", conn ? "kind" : "conn");
+        return SKIPQ_EINVAL;
+    }
+    if (opts->delay_ms < 0) {
+        snprintf(errbuf, errlen, "skipq_enqueue: delay must not be negative (got %" PRId64 "ms)", opts->delay_ms);
+        return SKIPQ_EINVAL;
+    }
+    char prio[16], delay[32], attempts[16];
+    snprintf(prio, sizeof prio, "%d", opts->priority);
+    snprintf(delay, sizeof delay, "%" PRId64, opts->delay_ms);
+    snprintf(attempts, sizeof attempts, "%d", opts->max_attempts ? opts->max_attempts : 5);
+    const char *params[6] = {kind, payload ? payload : "{}", opts->queue ? opts->queue : "default", prio, delay,
+                             attempts};
+    PGresult *res = PQexecParams(conn,
+                                 "SELECT skipq.enqueue($1, $2::jsonb, $3, $4::int, "
+                                 "now() + $5::bigint * interval '1 millisecond', $6::int)",
+                                 6, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        const char *st = sq_db_sqlstate(res);
+        char msg[SKIPQ_ERRBUF_SIZE];
+        sq_db_error(conn, res, msg, sizeof msg);
+        skipq_rc rc = SKIPQ_EDB;
+        /* Class 22 is "data exception": bad JSON, bad value, NUL bytes. */
+        if (strncmp(st, "22", 2) == 0) {
+            rc = SKIPQ_EINVAL;
+            if (strcmp(st, "22P02") == 0 || strcmp(st, "22P05") == 0 || strstr(msg, "json"))
+                snprintf(errbuf, errlen, "invalid JSON payload: %s", msg);
+            else
+                snprintf(errbuf, errlen, "%s", msg);
+        } else if (strcmp(st, "42883") == 0 || strcmp(st, "3F000") == 0 || strcmp(st, "42P01") == 0) {
+            rc = SKIPQ_ESCHEMA;
+            snprintf(errbuf, errlen, "the skipq schema is missing or outdated (run `skipq migrate`): %s", msg);
+        } else {
+            snprintf(errbuf, errlen, "%s", msg);
+        }
+        PQclear(res);
+        return rc;
+    }
+    if (id_out)
+        *id_out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return SKIPQ_OK;
+}

@@ -1,0 +1,76 @@
+/* config.h -- the INI file of a skipq host, parsed into one struct. */
+#ifndef SQ_CONFIG_H
+#define SQ_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SQ_CONFIG_MAX_LINE 190 /* longest line we accept; inih cuts at 197 */
+#define SQ_MAX_THREADS 256
+
+struct sq_kv {
+    char *key;
+    char *value;
+};
+
+struct sq_plugin_conf {
+    char *name;
+    char *path;
+    struct sq_kv *kv; /* every key of the section, `path` included */
+    size_t nkv;
+    int line;
+};
+
+/* [queue NAME]: one group of threads serving one queue. */
+struct sq_group_conf {
+    char *queue;
+    int threads;
+    char **kinds; /* NULL: every kind a plugin registered */
+    size_t nkinds;
+    int line;
+};
+
+/* [kind NAME]: retry policy and lease for one kind. */
+struct sq_kind_conf {
+    char *name;
+    int max_attempts;         /* default for `skipq enqueue -c`; 0 = schema default */
+    int64_t backoff_base_ms;
+    int64_t backoff_cap_ms;
+    int64_t lease_ms;         /* 0 = the host's lease */
+    int line;
+};
+
+struct sq_config {
+    char *path;
+    struct sq_kv *db; /* [database]: libpq keywords, in file order */
+    size_t ndb;
+    bool db_has_password;
+    /* [host] */
+    char *host_name;
+    int64_t poll_ms, lease_ms, heartbeat_ms, grace_ms;
+    int log_level;
+    struct sq_plugin_conf *plugins;
+    size_t nplugins;
+    struct sq_group_conf *groups;
+    size_t ngroups;
+    struct sq_kind_conf *kinds;
+    size_t nkinds;
+};
+
+/* Defaults of the [kind] policy, used for kinds without a section. */
+#define SQ_DEFAULT_BACKOFF_BASE_MS 1000
+#define SQ_DEFAULT_BACKOFF_CAP_MS 3600000
+
+/*
+ * Load and validate `path`. On failure returns NULL and writes
+ * "FILE:LINE: message" (or "FILE: message") into err.
+ */
+struct sq_config *sq_config_load(const char *path, char *err, size_t errlen);
+void sq_config_free(struct sq_config *cfg);
+/* The [kind NAME] section for `kind`, or NULL. */
+const struct sq_kind_conf *sq_config_kind(const struct sq_config *cfg, const char *kind);
+/* Check what `skipq run` needs beyond a parsable file (groups, plugins). */
+bool sq_config_check_runnable(const struct sq_config *cfg, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,49 @@
+/* db.h -- connection parameters, connecting, and SQL error helpers. */
+#ifndef SQ_DB_H
+#define SQ_DB_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct sq_config;
+
+/* libpq keyword/value arrays, NULL-terminated, owned. */
+struct sq_dbparams {
+    const char **keys;
+    const char **values;
+    size_t n;
+    char **owned; /* strings allocated for values */
+    size_t nowned;
+};
+
+/*
+ * Build connection parameters by precedence: `flag` (the --db option: a URI
+ * or conninfo), else cfg's [database], else $DATABASE_URL, else libpq's own
+ * PG* environment defaults. skipq's defaults (application_name, keepalives,
+ * tcp_user_timeout, connect_timeout) come first, so anything the user sets
+ * wins.
+ */
+bool sq_dbparams_build(struct sq_dbparams *p, const struct sq_config *cfg, const char *flag,
+                       const char *application_name);
+void sq_dbparams_free(struct sq_dbparams *p);
+
+/* Connect; on failure returns NULL and a message in err (no password in it). */
+PGconn *sq_db_connect(const struct sq_dbparams *p, char *err, size_t errlen);
+
+/* "host=... port=... dbname=... user=..." of a live connection, for logs. */
+void sq_db_describe(PGconn *conn, char *buf, size_t len);
+
+/* Is this failure the connection's (reconnect) rather than the statement's? */
+bool sq_db_conn_lost(PGconn *conn, const PGresult *res);
+
+/* The SQLSTATE of a result, or "" */
+const char *sq_db_sqlstate(const PGresult *res);
+
+/* Run a command that returns no rows; false (with message) on failure. */
+bool sq_db_exec(PGconn *conn, const char *sql, char *err, size_t errlen);
+
+/* Copy the primary message of a failed result (or the connection's). */
+void sq_db_error(PGconn *conn, const PGresult *res, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,303 @@
+/*
+ * host.c -- `skipq run`: the host's lifecycle.
+ *
+ * Order matters: config → database check → plugins (init registers kinds) →
+ * thread groups resolved against the registry → signals blocked → heartbeat
+ * and worker threads → signal loop → shutdown.
+ *
+ * Signals are blocked in every thread and taken synchronously here with
+ * sigtimedwait, so no code runs in a signal handler. The first SIGTERM or
+ * SIGINT stops claims and gives running handlers shutdown_grace to finish;
+ * jobs still running after it are released at once (back to pending, their
+ * attempt recorded as interrupted) and the process exits 0. A second signal
+ * exits at once with status 1: leases then bring the jobs back.
+ */
+#include "host.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "plugin.h"
+#include "queue.h"
+#include "skipq/skipq.h"
+#include "util.h"
+
+static bool check_schema(struct sq_host *h)
+{
+    char err[512];
+    PGconn *conn = sq_db_connect(&h->params, err, sizeof err);
+    if (!conn) {
+        log_error("cannot connect to the database: %s", err);
+        return false;
+    }
+    char where[256];
+    sq_db_describe(conn, where, sizeof where);
+    int version = 0;
+    bool ok = skipq_schema_version(conn, &version, err, sizeof err) == SKIPQ_OK;
+    if (!ok)
+        log_error("cannot read the skipq schema version (%s): %s", where, err);
+    else if (version != skipq_schema_version_required()) {
+        log_error("the skipq schema in %s is at version %d; this host needs %d: run `skipq migrate`", where, version,
+                  skipq_schema_version_required());
+        ok = false;
+    } else {
+        log_info("database %s, schema version %d, libpq %d", where, version, PQlibVersion());
+    }
+    PQfinish(conn);
+    return ok;
+}
+
+/* Resolve each [queue] group against the kinds plugins registered. */
+static bool build_groups(struct sq_host *h, char *err, size_t errlen)
+{
+    const struct sq_config *cfg = h->cfg;
+    const char *const *all;
+    size_t nall = sq_plugins_kinds(h->plugins, &all);
+    h->groups = calloc(cfg->ngroups, sizeof *h->groups);
+    if (!h->groups)
+        return false;
+    h->ngroups = cfg->ngroups;
+    for (size_t i = 0; i < cfg->ngroups; i++) {
+        const struct sq_group_conf *gc = &cfg->groups[i];
+        struct sq_group *g = &h->groups[i];
+        g->queue = gc->queue;
+        g->threads = gc->threads;
+        size_t n = gc->kinds ? gc->nkinds : nall;
+        g->kinds = calloc(n ? n : 1, sizeof *g->kinds);
+        int64_t *leases = calloc(n ? n : 1, sizeof *leases);
+        if (!g->kinds || !leases) {
+            free(leases);
+            return false;
+        }
+        for (size_t k = 0; k < n; k++) {
+            const char *kind = gc->kinds ? gc->kinds[k] : all[k];
+            if (!sq_plugins_find(h->plugins, kind)) {
+                snprintf(err, errlen, "%s:%d: [queue %s] kinds: no plugin registered a handler for kind \"%s\"",
+                         cfg->path, gc->line, gc->queue, kind);
+                free(leases);
+                return false;
+            }
+            g->kinds[k] = kind;
+            const struct sq_kind_conf *kc = sq_config_kind(cfg, kind);
+            leases[k] = kc && kc->lease_ms ? kc->lease_ms : cfg->lease_ms;
+        }
+        g->nkinds = n;
+        if (n == 0) {
+            snprintf(err, errlen, "%s:%d: [queue %s]: the plugins registered no kinds, so there is nothing to run",
+                     cfg->path, gc->line, gc->queue);
+            free(leases);
+            return false;
+        }
+        g->kinds_array = sq_text_array(g->kinds, n);
+        g->leases_array = sq_int8_array(leases, n);
+        free(leases);
+        if (!g->kinds_array || !g->leases_array)
+            return false;
+    }
+    return true;
+}
+
+static bool start_threads(struct sq_host *h)
+{
+    int total = 0;
+    for (size_t i = 0; i < h->ngroups; i++)
+        total += h->groups[i].threads;
+    h->workers = calloc((size_t)total, sizeof *h->workers);
+    if (!h->workers)
+        return false;
+    h->nworkers = total;
+    atomic_store(&h->running, total);
+    int idx = 0;
+    for (size_t i = 0; i < h->ngroups; i++) {
+        for (int t = 0; t < h->groups[i].threads; t++, idx++) {
+            struct sq_worker *w = &h->workers[idx];
+            w->host = h;
+            w->index = idx;
+            w->group = &h->groups[i];
+            snprintf(w->name, sizeof w->name, "w%d", idx);
+            snprintf(w->ident, sizeof w->ident, "%s:%d:%s", h->name, (int)getpid(), w->name);
+        }
+    }
+    if (pthread_create(&h->heartbeat, NULL, sq_heartbeat_main, h) != 0) {
+        atomic_store(&h->running, 0);
+        return false;
+    }
+    h->heartbeat_started = true;
+    for (int i = 0; i < total; i++) {
+        if (pthread_create(&h->workers[i].thread, NULL, sq_worker_main, &h->workers[i]) != 0) {
+            log_error("cannot start worker thread %d: %s", i, strerror(errno));
+            atomic_fetch_sub(&h->running, total - i);
+            return false;
+        }
+        h->workers[i].started = true;
+    }
+    return true;
+}
+
+/* Grace ran out: ask handlers to stop and give their jobs back now. */
+static void release_running(struct sq_host *h)
+{
+    int64_t *ids = calloc((size_t)h->nworkers + 1, sizeof *ids);
+    int64_t *execs = calloc((size_t)h->nworkers + 1, sizeof *execs);
+    size_t n = 0;
+    pthread_mutex_lock(&h->slots_lock);
+    for (int i = 0; ids && execs && i < h->nworkers; i++) {
+        atomic_store(&h->workers[i].stop_job, 1);
+        if (h->workers[i].slot.job_id) {
+            ids[n] = h->workers[i].slot.job_id;
+            execs[n] = h->workers[i].slot.execution_id;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&h->slots_lock);
+    char err[512];
+    PGconn *conn = n ? sq_db_connect(&h->params, err, sizeof err) : NULL;
+    if (n && conn && sq_queue_prepare(conn, err, sizeof err)) {
+        int r = sq_queue_release(conn, ids, execs, n, err, sizeof err);
+        if (r >= 0)
+            log_warn("shutdown grace over: released %d running job(s) back to pending", r);
+        else
+            log_error("shutdown grace over: could not release running jobs (their leases will expire): %s", err);
+    } else if (n) {
+        log_error("shutdown grace over: cannot reach the database to release %zu job(s); their leases will expire: %s",
+                  n, err);
+    }
+    PQfinish(conn);
+    free(ids);
+    free(execs);
+}
+
+/* The main thread: wait for signals; returns the exit code. */
+static int signal_loop(struct sq_host *h, const sigset_t *set)
+{
+    int64_t deadline = 0;
+    for (;;) {
+        struct timespec tick = {0, atomic_load(&h->stopping) ? 50 * 1000000L : 500 * 1000000L};
+        siginfo_t info;
+        int sig = sigtimedwait(set, &info, &tick);
+        if (sig == SIGHUP) {
+            log_info("SIGHUP received: configuration reload is not supported yet; restart to apply changes");
+            continue;
+        }
+        if (sig == SIGTERM || sig == SIGINT) {
+            if (atomic_load(&h->stopping)) {
+                log_warn("second %s: exiting now; running jobs come back when their leases expire",
+                         sig == SIGTERM ? "SIGTERM" : "SIGINT");
+                _exit(1);
+            }
+            log_info("%s received: no new claims; waiting up to %" PRId64 "ms for %d running handler(s)",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT", h->cfg->grace_ms, atomic_load(&h->running));
+            pthread_mutex_lock(&h->lock);
+            atomic_store(&h->stopping, true);
+            pthread_cond_broadcast(&h->wake);
+            pthread_mutex_unlock(&h->lock);
+            deadline = sq_now_ms() + h->cfg->grace_ms;
+        }
+        if (atomic_load(&h->running) == 0) {
+            if (!atomic_load(&h->stopping))
+                log_error("every worker thread has stopped");
+            return atomic_load(&h->stopping) ? 0 : 1;
+        }
+        if (atomic_load(&h->stopping) && sq_now_ms() >= deadline) {
+            release_running(h);
+            log_info("stopped");
+            _exit(0); /* handlers still run plugin code: do not unload it under them */
+        }
+    }
+}
+
+static void host_free(struct sq_host *h)
+{
+    for (size_t i = 0; i < h->ngroups; i++) {
+        free(h->groups[i].kinds);
+        free(h->groups[i].kinds_array);
+        free(h->groups[i].leases_array);
+    }
+    free(h->groups);
+    free(h->workers);
+    sq_plugins_unload(h->plugins);
+    sq_dbparams_free(&h->params);
+    pthread_mutex_destroy(&h->lock);
+    pthread_mutex_destroy(&h->slots_lock);
+    pthread_cond_destroy(&h->wake);
+}
+
+int sq_host_run(struct sq_config *cfg, const char *db_flag)
+{
+    struct sq_host host = {.cfg = cfg};
+    struct sq_host *h = &host;
+    char err[1024];
+    int rc = 1;
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_init(&h->slots_lock, NULL);
+    pthread_cond_init(&h->wake, NULL);
+    sq_log_set_level(cfg->log_level);
+    if (cfg->host_name)
+        sq_strlcpy(h->name, cfg->host_name, sizeof h->name);
+    else if (gethostname(h->name, sizeof h->name - 1) != 0)
+        sq_strlcpy(h->name, "skipq", sizeof h->name);
+
+    if (!sq_config_check_runnable(cfg, err, sizeof err)) {
+        log_error("%s", err);
+        rc = 2;
+        goto out;
+    }
+    if (!sq_dbparams_build(&h->params, cfg, db_flag, "skipq")) {
+        log_error("out of memory");
+        goto out;
+    }
+    h->plugins = sq_plugins_load(cfg, err, sizeof err);
+    if (!h->plugins) {
+        log_error("%s", err);
+        rc = 2;
+        goto out;
+    }
+    err[0] = '\0';
+    if (!build_groups(h, err, sizeof err)) {
+        log_error("%s", err[0] ? err : "out of memory");
+        rc = err[0] ? 2 : 1;
+        goto out;
+    }
+    if (!check_schema(h))
+        goto out;
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (!start_threads(h)) {
+        log_error("cannot start threads");
+        atomic_store(&h->stopping, true);
+        pthread_cond_broadcast(&h->wake);
+        goto join;
+    }
+    for (size_t i = 0; i < h->ngroups; i++)
+        log_info("queue \"%s\": %d thread(s), kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
+                 h->groups[i].threads, h->groups[i].kinds_array, cfg->lease_ms);
+    log_info("skipq %s started as %s (pid %d): %d worker thread(s), heartbeat every %" PRId64 "ms", SKIPQ_VERSION,
+             h->name, (int)getpid(), h->nworkers, cfg->heartbeat_ms);
+    rc = signal_loop(h, &set);
+join:
+    for (int i = 0; i < h->nworkers; i++)
+        if (h->workers[i].started)
+            pthread_join(h->workers[i].thread, NULL);
+    atomic_store(&h->running, 0);
+    if (h->heartbeat_started)
+        pthread_join(h->heartbeat, NULL);
+    if (rc == 0)
+        log_info("stopped");
+out:
+    host_free(h);
+    return rc;
+}

@@ -1,0 +1,84 @@
+/* host.h -- the state `skipq run` shares between its threads. */
+#ifndef SQ_HOST_H
+#define SQ_HOST_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "db.h"
+
+struct sq_config;
+struct sq_plugins;
+struct sq_host;
+
+/* One thread group: a queue and the kinds its threads claim. */
+struct sq_group {
+    const char *queue;
+    const char **kinds; /* kinds with a handler, served by this group */
+    size_t nkinds;
+    char *kinds_array;  /* the same as a PostgreSQL text[] literal */
+    char *leases_array; /* lease per kind (ms), int8[] literal */
+    int threads;
+};
+
+/* What the heartbeat thread knows of a worker's current job. */
+struct sq_slot {
+    int64_t job_id; /* 0: idle */
+    int64_t execution_id;
+    int64_t lease_ms;
+    int64_t lease_deadline; /* monotonic ms: past it, assume the lease is lost */
+};
+
+struct sq_worker {
+    struct sq_host *host;
+    int index;
+    const struct sq_group *group;
+    pthread_t thread;
+    bool started;
+    char name[16];
+    char ident[160]; /* host:pid:tN, stored in locked_by and job_executions */
+    struct sq_slot slot;   /* guarded by host->slots_lock */
+    atomic_int stop_job;   /* set by heartbeat / shutdown: handler should stop */
+};
+
+struct sq_host {
+    const struct sq_config *cfg;
+    struct sq_plugins *plugins;
+    struct sq_dbparams params;
+    struct sq_group *groups;
+    size_t ngroups;
+    struct sq_worker *workers;
+    int nworkers;
+    pthread_t heartbeat;
+    bool heartbeat_started;
+    char name[96];
+
+    atomic_bool stopping;   /* no new claims */
+    atomic_int running;     /* worker threads still alive */
+    pthread_mutex_t lock;   /* with `wake`: idle waits and shutdown */
+    pthread_cond_t wake;
+    pthread_mutex_t slots_lock;
+};
+
+/* Entry point of `skipq run`. Returns the process exit code. */
+int sq_host_run(struct sq_config *cfg, const char *db_flag);
+
+/* worker.c: the job services behind sq_host_api */
+#include "skipq/plugin.h"
+void sq_job_verror(skipq_job *job, const char *fmt, va_list ap);
+void sq_job_retry_in(skipq_job *job, int64_t delay_ms);
+struct pg_conn *sq_job_conn(skipq_job *job);
+int sq_job_should_stop(const skipq_job *job);
+void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap);
+
+/* worker.c */
+void *sq_worker_main(void *arg);
+void *sq_heartbeat_main(void *arg);
+/* Sleep up to ms, or until the host is stopping / woken. */
+void sq_host_wait(struct sq_host *h, int64_t ms);
+/* Backoff for retry n (1-based) of a kind: exponential, capped, jittered. */
+int64_t sq_backoff_ms(int attempt, int64_t base_ms, int64_t cap_ms, uint32_t *seed);
+
+#endif

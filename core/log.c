@@ -1,0 +1,77 @@
+/*
+ * log.c -- every host log line goes through here: to stderr, one write(2)
+ * per line so lines from different threads never interleave, with UTC time,
+ * level and the thread's name. Nothing here ever sees a conninfo string;
+ * callers log connection targets through db_describe(), which omits
+ * passwords.
+ */
+#include "log.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+int sq_log_threshold = SQ_LOG_INFO;
+static _Thread_local char thread_name[16] = "main";
+
+static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+
+void sq_log_set_level(int level) { sq_log_threshold = level; }
+
+int sq_log_level_parse(const char *s)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return i;
+    if (strcasecmp(s, "warning") == 0)
+        return SQ_LOG_WARN;
+    return -1;
+}
+
+const char *sq_log_level_name(int level)
+{
+    return level >= 0 && level <= 3 ? level_names[level] : "?";
+}
+
+void sq_log_set_thread(const char *name)
+{
+    snprintf(thread_name, sizeof thread_name, "%s", name);
+}
+
+void sq_log_vwrite(int level, const char *prefix, const char *fmt, va_list ap)
+{
+    char line[2048];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [%s] %s",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, sq_log_level_name(level), thread_name, prefix ? prefix : "");
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof line) {
+        int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+        if (m > 0)
+            n += m;
+    }
+    if ((size_t)n >= sizeof line - 1)
+        n = (int)sizeof line - 2;
+    /* Messages from libpq end in a newline already; never print two. */
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        n--;
+    line[n++] = '\n';
+    ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+    (void)w;
+}
+
+void sq_log_write(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sq_log_vwrite(level, NULL, fmt, ap);
+    va_end(ap);
+}

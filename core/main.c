@@ -1,0 +1,359 @@
+/*
+ * main.c -- the skipq command line: one binary, one function per command.
+ *
+ * Exit codes are a contract scripts rely on: 0 success, 1 runtime failure
+ * (database unreachable, SQL refused), 2 usage, configuration or bad input.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "db.h"
+#include "host.h"
+#include "log.h"
+#include "skipq/plugin.h"
+#include "skipq/skipq.h"
+#include "stats.h"
+#include "util.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+
+struct common {
+    const char *config_path;
+    const char *db;
+    struct sq_config *cfg;
+};
+
+static const char USAGE[] =
+    "usage: skipq COMMAND [OPTIONS]\n"
+    "\n"
+    "commands:\n"
+    "  migrate   create or upgrade the skipq schema\n"
+    "  enqueue   add a job\n"
+    "  run       run a host: load plugins, claim and run jobs\n"
+    "  stats     show jobs per queue and kind\n"
+    "  version   print the version\n"
+    "\n"
+    "common options:\n"
+    "  -c, --config FILE   the host's INI file\n"
+    "      --db CONNINFO   database (URI or conninfo); overrides the INI's [database],\n"
+    "                      which overrides $DATABASE_URL, which overrides libpq's PG* variables\n"
+    "  -h, --help          help for a command: skipq COMMAND --help\n"
+    "\n"
+    "exit status: 0 ok, 1 runtime failure, 2 usage, configuration or input error\n";
+
+static int usage_error(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "skipq %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'skipq %s --help'.\n", cmd);
+    return EXIT_USAGE;
+}
+
+/* Load -c FILE if given. */
+static int load_config(struct common *c)
+{
+    if (!c->config_path)
+        return 0;
+    char err[1024];
+    c->cfg = sq_config_load(c->config_path, err, sizeof err);
+    if (!c->cfg) {
+        fprintf(stderr, "skipq: %s\n", err);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static PGconn *connect_db(struct common *c, const char *application_name)
+{
+    struct sq_dbparams p;
+    char err[1024];
+    if (!sq_dbparams_build(&p, c->cfg, c->db, application_name)) {
+        fprintf(stderr, "skipq: out of memory\n");
+        return NULL;
+    }
+    PGconn *conn = sq_db_connect(&p, err, sizeof err);
+    sq_dbparams_free(&p);
+    if (!conn)
+        fprintf(stderr, "skipq: cannot connect to the database: %s\n", err);
+    return conn;
+}
+
+/* getopt_long for a command, with the common options folded in. Returns -1
+ * when done, '?' on error, 'h' for help, or the option's val. */
+static int next_opt(int argc, char **argv, const char *shortopts, const struct option *extra, struct common *c)
+{
+    struct option longopts[16];
+    int n = 0;
+    longopts[n++] = (struct option){"config", required_argument, NULL, 'c'};
+    longopts[n++] = (struct option){"db", required_argument, NULL, 'D'};
+    longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+    for (; extra && extra->name && n < 15; extra++)
+        longopts[n++] = *extra;
+    longopts[n] = (struct option){0, 0, 0, 0};
+    char so[64];
+    snprintf(so, sizeof so, "c:h%s", shortopts);
+    for (;;) {
+        int o = getopt_long(argc, argv, so, longopts, NULL);
+        if (o == 'c')
+            c->config_path = optarg;
+        else if (o == 'D')
+            c->db = optarg;
+        else
+            return o;
+    }
+}
+
+/* ---- migrate -------------------------------------------------------------- */
+
+static int cmd_migrate(int argc, char **argv)
+{
+    static const char help[] = "usage: skipq migrate [-c FILE] [--db CONNINFO]\n\n"
+                               "Create the skipq schema or bring it up to date. Safe to run again, and\n"
+                               "safe when several hosts run it at once.\n";
+    struct common c = {0};
+    int o;
+    while ((o = next_opt(argc, argv, "", NULL, &c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        return usage_error("migrate", "%s", "invalid option");
+    }
+    if (optind < argc)
+        return usage_error("migrate", "unexpected argument \"%s\"", argv[optind]);
+    int rc = load_config(&c);
+    if (rc)
+        return rc;
+    PGconn *conn = connect_db(&c, "skipq migrate");
+    sq_config_free(c.cfg);
+    if (!conn)
+        return EXIT_RUNTIME;
+    char err[SKIPQ_ERRBUF_SIZE];
+    int applied = 0;
+    skipq_rc r = skipq_migrate(conn, &applied, err, sizeof err);
+    PQfinish(conn);
+    if (r != SKIPQ_OK) {
+        fprintf(stderr, "skipq migrate: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    printf("skipq schema at version %d (%d migration%s applied)\n", skipq_schema_version_required(), applied,
+           applied == 1 ? "" : "s");
+    return 0;
+}
+
+/* ---- enqueue ---------------------------------------------------------------- */
+
+static char *read_stdin(void)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n - 1, stdin);
+        n += r;
+        if (r == 0)
+            break;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+static int cmd_enqueue(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: skipq enqueue KIND [JSON] [OPTIONS]\n\n"
+        "Add one job of KIND with the JSON payload (default {}; '-' reads it from\n"
+        "standard input) and print its id.\n\n"
+        "  -q, --queue NAME        queue (default \"default\")\n"
+        "  -p, --priority N        higher runs first (default 0)\n"
+        "  -d, --delay DURATION    run no earlier than now + DURATION (30, 30s, 500ms, 5m)\n"
+        "  -m, --max-attempts N    attempts before the job is dead (default: the INI's\n"
+        "                          [kind KIND] max_attempts, else 5)\n"
+        "  -c, --config FILE       read [database] and [kind] defaults from FILE\n"
+        "      --db CONNINFO       database to use\n";
+    static const struct option opts[] = {{"queue", required_argument, NULL, 'q'},
+                                         {"priority", required_argument, NULL, 'p'},
+                                         {"delay", required_argument, NULL, 'd'},
+                                         {"max-attempts", required_argument, NULL, 'm'},
+                                         {0, 0, 0, 0}};
+    struct common c = {0};
+    skipq_enqueue_opts eo = {0};
+    int64_t v;
+    int o;
+    /* Permute so options may follow KIND and JSON. */
+    optind = 1;
+    while ((o = next_opt(argc, argv, "q:p:d:m:", opts, &c)) != -1) {
+        switch (o) {
+        case 'h':
+            fputs(help, stdout);
+            return 0;
+        case 'q':
+            eo.queue = optarg;
+            break;
+        case 'p':
+            if (!sq_parse_int(optarg, -1000000, 1000000, &v))
+                return usage_error("enqueue", "--priority: \"%s\" is not a whole number from -1000000 to 1000000",
+                                   optarg);
+            eo.priority = (int)v;
+            break;
+        case 'd':
+            if (!sq_parse_duration_ms(optarg, &eo.delay_ms))
+                return usage_error("enqueue", "--delay: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5m)", optarg);
+            break;
+        case 'm':
+            if (!sq_parse_int(optarg, 1, 1000000, &v))
+                return usage_error("enqueue", "--max-attempts: \"%s\" is not a whole number from 1 to 1000000",
+                                   optarg);
+            eo.max_attempts = (int)v;
+            break;
+        default:
+            return usage_error("enqueue", "%s", "invalid option");
+        }
+    }
+    if (optind >= argc)
+        return usage_error("enqueue", "%s", "missing KIND");
+    const char *kind = argv[optind++];
+    const char *payload = optind < argc ? argv[optind++] : "{}";
+    if (optind < argc)
+        return usage_error("enqueue", "unexpected argument \"%s\"", argv[optind]);
+    int rc = load_config(&c);
+    if (rc)
+        return rc;
+    if (!eo.max_attempts && c.cfg) {
+        const struct sq_kind_conf *k = sq_config_kind(c.cfg, kind);
+        if (k && k->max_attempts)
+            eo.max_attempts = k->max_attempts;
+    }
+    char *owned = NULL;
+    if (strcmp(payload, "-") == 0 && !(payload = owned = read_stdin())) {
+        sq_config_free(c.cfg);
+        fprintf(stderr, "skipq enqueue: cannot read the payload from standard input\n");
+        return EXIT_RUNTIME;
+    }
+    PGconn *conn = connect_db(&c, "skipq enqueue");
+    sq_config_free(c.cfg);
+    if (!conn) {
+        free(owned);
+        return EXIT_RUNTIME;
+    }
+    char err[SKIPQ_ERRBUF_SIZE];
+    int64_t id = 0;
+    skipq_rc r = skipq_enqueue(conn, kind, payload, &eo, &id, err, sizeof err);
+    PQfinish(conn);
+    free(owned);
+    if (r != SKIPQ_OK) {
+        fprintf(stderr, "skipq enqueue: %s\n", err);
+        return r == SKIPQ_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
+    }
+    printf("%" PRId64 "\n", id);
+    return 0;
+}
+
+/* ---- run -------------------------------------------------------------------------- */
+
+static int cmd_run(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: skipq run -c FILE [--db CONNINFO]\n\n"
+        "Load the plugins named in FILE and run its thread groups until SIGTERM or\n"
+        "SIGINT. The first signal stops claims and lets running jobs finish within\n"
+        "[host] shutdown_grace; a second one exits at once.\n";
+    struct common c = {0};
+    int o;
+    while ((o = next_opt(argc, argv, "", NULL, &c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        return usage_error("run", "%s", "invalid option");
+    }
+    if (optind < argc)
+        return usage_error("run", "unexpected argument \"%s\"", argv[optind]);
+    if (!c.config_path)
+        return usage_error("run", "%s", "missing -c FILE");
+    int rc = load_config(&c);
+    if (rc)
+        return rc;
+    rc = sq_host_run(c.cfg, c.db);
+    sq_config_free(c.cfg);
+    return rc;
+}
+
+/* ---- stats ------------------------------------------------------------------------- */
+
+static int cmd_stats(int argc, char **argv)
+{
+    static const char help[] = "usage: skipq stats [--json] [-c FILE] [--db CONNINFO]\n\n"
+                               "Jobs per queue and kind: ready to run now, scheduled for later, running,\n"
+                               "done, dead, cancelled, and running jobs whose lease has expired.\n";
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
+    struct common c = {0};
+    bool json = false;
+    int o;
+    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        if (o == 'j') {
+            json = true;
+            continue;
+        }
+        return usage_error("stats", "%s", "invalid option");
+    }
+    if (optind < argc)
+        return usage_error("stats", "unexpected argument \"%s\"", argv[optind]);
+    int rc = load_config(&c);
+    if (rc)
+        return rc;
+    PGconn *conn = connect_db(&c, "skipq stats");
+    sq_config_free(c.cfg);
+    if (!conn)
+        return EXIT_RUNTIME;
+    char err[512];
+    bool ok = sq_stats_print(conn, stdout, json, err, sizeof err);
+    PQfinish(conn);
+    if (!ok) {
+        fprintf(stderr, "skipq stats: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(USAGE, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("skipq %s (schema %d, plugin ABI %d.%d, libpq %d)\n", SKIPQ_VERSION, skipq_schema_version_required(),
+               SKIPQ_ABI_MAJOR, SKIPQ_ABI_MINOR, PQlibVersion());
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {{"migrate", cmd_migrate}, {"enqueue", cmd_enqueue}, {"run", cmd_run}, {"stats", cmd_stats}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(cmd, cmds[i].name) == 0)
+            return cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "skipq: unknown command \"%s\"\n\n%s", cmd, USAGE);
+    return EXIT_USAGE;
+}

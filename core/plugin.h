@@ -1,0 +1,39 @@
+/* plugin.h -- load plugins, check their ABI, and own the kind registry. */
+#ifndef SQ_PLUGIN_H
+#define SQ_PLUGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "skipq/plugin.h"
+
+struct sq_config;
+struct sq_plugins;
+
+struct sq_handler {
+    char *kind;
+    skipq_handler_fn fn;
+    void *userdata;
+    struct sq_loaded_plugin *plugin;
+};
+
+/* The host's table handed to plugins (also used by worker.c for jobs). */
+extern const skipq_host_api sq_host_api;
+
+/*
+ * Load every [plugin] of cfg in file order: dlopen, ABI check, init. On any
+ * failure everything loaded so far is shut down and unloaded, NULL is
+ * returned and err names the plugin, its path and the reason.
+ */
+struct sq_plugins *sq_plugins_load(const struct sq_config *cfg, char *err, size_t errlen);
+/* The handler for `kind`, or NULL. Lock-free: the registry is frozen. */
+const struct sq_handler *sq_plugins_find(const struct sq_plugins *ps, const char *kind);
+/* Every registered kind, sorted. */
+size_t sq_plugins_kinds(const struct sq_plugins *ps, const char *const **kinds);
+/* shutdown() in reverse load order, then dlclose. Only after every worker
+ * thread has stopped. NULL-safe. */
+void sq_plugins_unload(struct sq_plugins *ps);
+/* Name of the plugin that owns a handler, for logs. */
+const char *sq_handler_plugin_name(const struct sq_handler *h);
+
+#endif

@@ -1,0 +1,343 @@
+/*
+ * queue.c -- every statement of the job protocol, in one place.
+ *
+ * DESIGN
+ * - Claim is one statement, so one round trip and one short transaction:
+ *   pick (FOR NO KEY UPDATE SKIP LOCKED, in a MATERIALIZED CTE so the
+ *   planner cannot re-run it), insert the job_executions rows, and mark the
+ *   jobs running with attempts + 1. The attempt is counted when the job is
+ *   claimed, so a handler that kills the process still uses up an attempt and
+ *   a poison job ends dead instead of looping.
+ *   NO KEY UPDATE, not UPDATE: the foreign key from job_executions takes KEY
+ *   SHARE on the job row, which FOR UPDATE SKIP LOCKED would silently skip.
+ * - Every write a worker makes after the claim is fenced on
+ *   (id, current_execution_id, status = 'running'). A worker whose lease
+ *   expired and whose job was reclaimed changes nothing: 0 rows.
+ * - Time is the database's: now() everywhere, never the host clock.
+ * - All statements are prepared once per session (sq_queue_prepare), and
+ *   must be prepared again after a reconnect.
+ */
+#include "queue.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+
+static const char CLAIM_SQL[] =
+    "WITH pick AS MATERIALIZED ("
+    "  SELECT id, attempts FROM skipq.jobs"
+    "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND kind = ANY($2::text[])"
+    "   ORDER BY priority DESC, run_at, id"
+    "   LIMIT $5"
+    "   FOR NO KEY UPDATE SKIP LOCKED"
+    "), ex AS ("
+    "  INSERT INTO skipq.job_executions (job_id, attempt, worker)"
+    "  SELECT id, attempts + 1, $4 FROM pick"
+    "  RETURNING id, job_id, attempt"
+    ")"
+    " UPDATE skipq.jobs j"
+    "    SET status = 'running', attempts = ex.attempt, locked_by = $4, current_execution_id = ex.id,"
+    "        lease_expires_at = now() + interval '1 millisecond' *"
+    "          (SELECT l.ms FROM unnest($2::text[], $3::int8[]) AS l(kind, ms) WHERE l.kind = j.kind LIMIT 1)"
+    "   FROM ex WHERE j.id = ex.job_id"
+    " RETURNING j.id, ex.id, j.kind, j.payload::text, ex.attempt, j.max_attempts";
+
+static const char DONE_SQL[] =
+    "WITH j AS ("
+    "  UPDATE skipq.jobs SET status = 'done', finished_at = now(), lease_expires_at = NULL"
+    "   WHERE id = $1 AND current_execution_id = $2 AND status = 'running'"
+    "  RETURNING id)"
+    " UPDATE skipq.job_executions e SET status = 'done', finished_at = now()"
+    "   FROM j WHERE e.id = $2 AND e.job_id = j.id"
+    " RETURNING e.id";
+
+/* $3: permanent; $4: retry delay in ms; $5: the error message. */
+static const char FAIL_SQL[] =
+    "WITH j AS ("
+    "  UPDATE skipq.jobs SET"
+    "     status = CASE WHEN $3 OR attempts >= max_attempts THEN 'dead' ELSE 'pending' END,"
+    "     run_at = CASE WHEN $3 OR attempts >= max_attempts THEN run_at"
+    "                   ELSE now() + $4::int8 * interval '1 millisecond' END,"
+    "     finished_at = CASE WHEN $3 OR attempts >= max_attempts THEN now() END,"
+    "     lease_expires_at = NULL, last_error = $5"
+    "   WHERE id = $1 AND current_execution_id = $2 AND status = 'running'"
+    "  RETURNING id, status)"
+    " UPDATE skipq.job_executions e"
+    "    SET status = CASE WHEN j.status = 'dead' THEN 'dead' ELSE 'retry' END,"
+    "        finished_at = now(), error = $5"
+    "   FROM j WHERE e.id = $2 AND e.job_id = j.id"
+    " RETURNING j.status";
+
+static const char HEARTBEAT_SQL[] =
+    "UPDATE skipq.jobs j SET lease_expires_at = now() + h.ms * interval '1 millisecond'"
+    "  FROM unnest($1::int8[], $2::int8[], $3::int8[]) AS h(id, eid, ms)"
+    " WHERE j.id = h.id AND j.current_execution_id = h.eid AND j.status = 'running'"
+    " RETURNING j.current_execution_id";
+
+/* Rows whose worker is mid-completion are locked, so skipped: the worker
+ * decides. The re-check under the row lock sees a lease extended meanwhile. */
+static const char REAP_SQL[] =
+    "WITH stale AS MATERIALIZED ("
+    "  SELECT id, current_execution_id AS eid, attempts >= max_attempts AS spent FROM skipq.jobs"
+    "   WHERE status = 'running' AND lease_expires_at < now()"
+    "   ORDER BY lease_expires_at LIMIT $1"
+    "   FOR NO KEY UPDATE SKIP LOCKED"
+    "), lost AS ("
+    "  UPDATE skipq.job_executions e SET status = 'lost', finished_at = now(),"
+    "         error = 'lease expired: the worker stopped renewing it (crashed, hung or cut off)'"
+    "    FROM stale WHERE e.id = stale.eid AND e.status = 'running'"
+    "  RETURNING e.id)"
+    " UPDATE skipq.jobs j"
+    "    SET status = CASE WHEN stale.spent THEN 'dead' ELSE 'pending' END,"
+    "        finished_at = CASE WHEN stale.spent THEN now() END,"
+    "        lease_expires_at = NULL,"
+    "        last_error = format('lease expired on attempt %s of %s (worker %s)',"
+    "                            j.attempts, j.max_attempts, coalesce(j.locked_by, '?'))"
+    "   FROM stale WHERE j.id = stale.id"
+    " RETURNING j.id";
+
+/* An attempt cut short by a shutdown does not use up the job's budget: the
+ * execution row stays (attempts == number of executions) and max_attempts
+ * grows by one. */
+static const char RELEASE_SQL[] =
+    "WITH r AS ("
+    "  UPDATE skipq.jobs j SET status = 'pending', run_at = now(), lease_expires_at = NULL,"
+    "         max_attempts = j.max_attempts + 1,"
+    "         last_error = 'interrupted: the host shut down before the handler finished'"
+    "    FROM unnest($1::int8[], $2::int8[]) AS h(id, eid)"
+    "   WHERE j.id = h.id AND j.current_execution_id = h.eid AND j.status = 'running'"
+    "  RETURNING j.id, h.eid)"
+    " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = now(),"
+    "        error = 'interrupted: the host shut down before the handler finished'"
+    "   FROM r WHERE e.id = r.eid"
+    " RETURNING e.id";
+
+static const struct {
+    const char *name;
+    const char *sql;
+} statements[] = {
+    {"sq_claim", CLAIM_SQL},         {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
+    {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
+};
+
+bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++) {
+        PGresult *res = PQprepare(conn, statements[i].name, statements[i].sql, 0, NULL);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            char msg[512];
+            sq_db_error(conn, res, msg, sizeof msg);
+            snprintf(err, errlen, "could not prepare %s: %s", statements[i].name, msg);
+            PQclear(res);
+            return false;
+        }
+        PQclear(res);
+    }
+    return true;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+void sq_claimed_clear(struct sq_claimed *c)
+{
+    free(c->kind);
+    free(c->payload);
+    memset(c, 0, sizeof *c);
+}
+
+int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
+                   const char *worker, int limit, struct sq_claimed *out, char *err, size_t errlen)
+{
+    char lim[16];
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *params[5] = {queue, kinds_array, leases_array, worker, lim};
+    PGresult *res = PQexecPrepared(conn, "sq_claim", 5, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        return -1;
+    }
+    int n = PQntuples(res);
+    for (int i = 0; i < n; i++) {
+        struct sq_claimed *c = &out[i];
+        c->id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+        c->execution_id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+        c->kind = dup_n(PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2));
+        c->payload_len = (size_t)PQgetlength(res, i, 3);
+        c->payload = dup_n(PQgetvalue(res, i, 3), c->payload_len);
+        c->attempt = atoi(PQgetvalue(res, i, 4));
+        c->max_attempts = atoi(PQgetvalue(res, i, 5));
+        if (!c->kind || !c->payload) {
+            /* The rows are claimed and committed: their leases will expire
+             * and the sweep will hand them out again. */
+            snprintf(err, errlen, "out of memory reading claimed jobs");
+            for (int k = 0; k <= i; k++)
+                sq_claimed_clear(&out[k]);
+            PQclear(res);
+            return -1;
+        }
+    }
+    PQclear(res);
+    return n;
+}
+
+static enum sq_complete run_complete(PGconn *conn, const char *stmt, int nparams, const char *const *params,
+                                     char *err, size_t errlen)
+{
+    PGresult *res = PQexecPrepared(conn, stmt, nparams, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        return SQ_COMPLETE_ERROR;
+    }
+    enum sq_complete r = SQ_COMPLETE_FENCED;
+    if (PQntuples(res) == 1) {
+        if (strcmp(stmt, "sq_done") == 0)
+            r = SQ_COMPLETE_DONE;
+        else
+            r = strcmp(PQgetvalue(res, 0, 0), "dead") == 0 ? SQ_COMPLETE_DEAD : SQ_COMPLETE_RETRY;
+    }
+    PQclear(res);
+    return r;
+}
+
+enum sq_complete sq_queue_done(PGconn *conn, int64_t id, int64_t execution_id, char *err, size_t errlen)
+{
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%" PRId64, id);
+    snprintf(b, sizeof b, "%" PRId64, execution_id);
+    const char *params[2] = {a, b};
+    return run_complete(conn, "sq_done", 2, params, err, errlen);
+}
+
+enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, bool permanent, int64_t delay_ms,
+                               const char *error, char *err, size_t errlen)
+{
+    char a[24], b[24], d[24];
+    snprintf(a, sizeof a, "%" PRId64, id);
+    snprintf(b, sizeof b, "%" PRId64, execution_id);
+    snprintf(d, sizeof d, "%" PRId64, delay_ms < 0 ? 0 : delay_ms);
+    const char *params[5] = {a, b, permanent ? "true" : "false", d, error};
+    return run_complete(conn, "sq_fail", 5, params, err, errlen);
+}
+
+char *sq_int8_array(const int64_t *v, size_t n)
+{
+    char *s = malloc(n * 21 + 3);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    s[o++] = '{';
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)sprintf(s + o, "%s%" PRId64, i ? "," : "", v[i]);
+    s[o++] = '}';
+    s[o] = '\0';
+    return s;
+}
+
+char *sq_text_array(const char *const *v, size_t n)
+{
+    size_t len = 3;
+    for (size_t i = 0; i < n; i++)
+        len += 2 * strlen(v[i]) + 3;
+    char *s = malloc(len);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    s[o++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            s[o++] = ',';
+        s[o++] = '"';
+        for (const char *p = v[i]; *p; p++) {
+            if (*p == '"' || *p == '\\')
+                s[o++] = '\\';
+            s[o++] = *p;
+        }
+        s[o++] = '"';
+    }
+    s[o++] = '}';
+    s[o] = '\0';
+    return s;
+}
+
+int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, const int64_t *lease_ms, size_t n,
+                       bool *extended, char *err, size_t errlen)
+{
+    char *a = sq_int8_array(ids, n), *b = sq_int8_array(execs, n), *c = sq_int8_array(lease_ms, n);
+    int count = -1;
+    if (!a || !b || !c) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    const char *params[3] = {a, b, c};
+    PGresult *res = PQexecPrepared(conn, "sq_heartbeat", 3, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        extended[i] = false;
+    count = PQntuples(res);
+    for (int r = 0; r < count; r++) {
+        int64_t eid = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+        for (size_t i = 0; i < n; i++)
+            if (execs[i] == eid)
+                extended[i] = true;
+    }
+    PQclear(res);
+out:
+    free(a);
+    free(b);
+    free(c);
+    return count;
+}
+
+static int exec_count(PGconn *conn, const char *stmt, int nparams, const char *const *params, char *err,
+                      size_t errlen)
+{
+    PGresult *res = PQexecPrepared(conn, stmt, nparams, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        return -1;
+    }
+    int n = PQntuples(res);
+    PQclear(res);
+    return n;
+}
+
+int sq_queue_reap(PGconn *conn, int limit, char *err, size_t errlen)
+{
+    char lim[16];
+    snprintf(lim, sizeof lim, "%d", limit);
+    const char *params[1] = {lim};
+    return exec_count(conn, "sq_reap", 1, params, err, errlen);
+}
+
+int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, size_t n, char *err, size_t errlen)
+{
+    char *a = sq_int8_array(ids, n), *b = sq_int8_array(execs, n);
+    int count = -1;
+    if (a && b) {
+        const char *params[2] = {a, b};
+        count = exec_count(conn, "sq_release", 2, params, err, errlen);
+    } else {
+        snprintf(err, errlen, "out of memory");
+    }
+    free(a);
+    free(b);
+    return count;
+}

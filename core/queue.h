@@ -1,0 +1,65 @@
+/* queue.h -- the SQL of the job protocol: claim, complete, heartbeat, reap. */
+#ifndef SQ_QUEUE_H
+#define SQ_QUEUE_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sq_claimed {
+    int64_t id;
+    int64_t execution_id;
+    char *kind;    /* malloc'd */
+    char *payload; /* malloc'd JSON text */
+    size_t payload_len;
+    int attempt;
+    int max_attempts;
+};
+
+/* Prepare every statement on a fresh session. */
+bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen);
+
+/*
+ * Claim up to `limit` runnable jobs of `queue` whose kind is in kinds[]
+ * (with lease_ms[i] for kinds[i]) in one statement: lock, insert the
+ * execution rows, mark running. Returns the number claimed (0..limit) or -1
+ * on error (message in err). Claimed jobs go to out[]; free each with
+ * sq_claimed_clear().
+ */
+int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
+                   const char *worker, int limit, struct sq_claimed *out, char *err, size_t errlen);
+void sq_claimed_clear(struct sq_claimed *c);
+
+/* Result of a fenced completion. */
+enum sq_complete {
+    SQ_COMPLETE_ERROR = -1,  /* SQL failed; see err (and sq_db_conn_lost) */
+    SQ_COMPLETE_FENCED = 0,  /* the job is no longer this execution's: nothing changed */
+    SQ_COMPLETE_DONE = 1,
+    SQ_COMPLETE_RETRY = 2,   /* back to pending with a delay */
+    SQ_COMPLETE_DEAD = 3
+};
+
+enum sq_complete sq_queue_done(PGconn *conn, int64_t id, int64_t execution_id, char *err, size_t errlen);
+enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, bool permanent, int64_t delay_ms,
+                               const char *error, char *err, size_t errlen);
+
+/*
+ * Extend the leases of the given running executions. On success returns the
+ * number extended and sets extended[i] for each one still owned; an
+ * execution not extended was lost (re-claimed, released or finished).
+ */
+int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, const int64_t *lease_ms, size_t n,
+                       bool *extended, char *err, size_t errlen);
+
+/* Expired leases -> pending (or dead when out of attempts); returns count. */
+int sq_queue_reap(PGconn *conn, int limit, char *err, size_t errlen);
+
+/* Shutdown: give back jobs whose handlers are still running. */
+int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, size_t n, char *err, size_t errlen);
+
+/* Format an int64 array / text array as a PostgreSQL array literal. */
+char *sq_int8_array(const int64_t *v, size_t n);
+char *sq_text_array(const char *const *v, size_t n);
+
+#endif

@@ -1,0 +1,105 @@
+/* util.c -- see util.h. Kept tiny: anything with a concept goes elsewhere. */
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+bool sq_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (!s || !*s)
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool sq_parse_duration_ms(const char *s, int64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return false;
+    double mult;
+    if (*end == '\0' || strcmp(end, "s") == 0)
+        mult = 1000;
+    else if (strcmp(end, "ms") == 0)
+        mult = 1;
+    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+        mult = 60000;
+    else if (strcmp(end, "h") == 0)
+        mult = 3600000;
+    else if (strcmp(end, "d") == 0)
+        mult = 86400000;
+    else
+        return false;
+    double ms = v * mult;
+    if (ms > 9.0e15)
+        return false;
+    *out = (int64_t)(ms + 0.5);
+    return true;
+}
+
+bool sq_parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"1", "yes", "true", "on"};
+    static const char *const no[] = {"0", "no", "false", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return true;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool sq_valid_name(const char *s)
+{
+    size_t n = 0;
+    for (; s && s[n]; n++) {
+        unsigned char c = (unsigned char)s[n];
+        if (!(isalnum(c) || c == '_' || c == '.' || c == ':' || c == '-'))
+            return false;
+    }
+    return n >= 1 && n <= 128;
+}
+
+size_t sq_strlcpy(char *dst, const char *src, size_t dst_size)
+{
+    size_t n = strlen(src);
+    size_t c = n < dst_size - 1 ? n : dst_size - 1;
+    memcpy(dst, src, c);
+    dst[c] = '\0';
+    return n;
+}
+
+int64_t sq_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *sq_trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}

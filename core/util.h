@@ -1,0 +1,24 @@
+/* util.h -- small helpers shared by the core: durations, names, clocks. */
+#ifndef SQ_UTIL_H
+#define SQ_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parse "250ms", "30s", "5m", "1h", "2d" or a bare number of seconds into
+ * milliseconds. false on anything else, on negatives and on overflow. */
+bool sq_parse_duration_ms(const char *s, int64_t *out);
+/* Parse a whole decimal number within [min, max]. */
+bool sq_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
+bool sq_parse_bool(const char *s, bool *out);
+/* Kinds and queue names: 1-128 bytes of [A-Za-z0-9_.:-]. */
+bool sq_valid_name(const char *s);
+/* Copy with truncation; always NUL-terminates (dst_size > 0). */
+size_t sq_strlcpy(char *dst, const char *src, size_t dst_size);
+/* Monotonic clock in milliseconds. */
+int64_t sq_now_ms(void);
+/* Trim leading and trailing white space in place; returns s. */
+char *sq_trim(char *s);
+
+#endif

@@ -1,0 +1,537 @@
+/*
+ * worker.c -- what each host thread does.
+ *
+ * DESIGN
+ * - A worker thread owns one PGconn for its whole life (re-made after a
+ *   loss). It claims one job, runs its handler, completes it, repeats; when
+ *   nothing is runnable it waits poll_interval on the host's condition
+ *   variable, which shutdown broadcasts.
+ * - A handler that never asks for the connection runs with no transaction
+ *   open: the claim has committed, the completion is a second short
+ *   statement. A handler that asks gets BEGIN on the worker's connection and
+ *   its writes commit with the done marker, or roll back with a failure or a
+ *   fenced completion.
+ * - One heartbeat thread per host, with its own connection, extends the
+ *   leases of every running job in one statement, raises should-stop for jobs
+ *   whose lease it could not extend, and sweeps expired leases of dead hosts.
+ * - A connection failure never ends a thread: it reconnects with capped
+ *   backoff, logs the outage once and the recovery once, and prepares its
+ *   statements again.
+ */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "host.h"
+#include "log.h"
+#include "plugin.h"
+#include "queue.h"
+#include "util.h"
+
+#define RECONNECT_MIN_MS 100
+#define RECONNECT_MAX_MS 10000
+#define REAP_BATCH 500
+
+/* A job attempt as the host tracks it while the handler runs. */
+struct job_ctx {
+    skipq_job pub; /* first: handlers hold &pub */
+    struct sq_worker *w;
+    PGconn *conn;   /* the worker's connection (may break) */
+    char error[SKIPQ_ERROR_SIZE];
+    int64_t retry_ms; /* -1: the kind's backoff */
+    bool in_txn;      /* the handler asked for the connection */
+    bool conn_broken; /* BEGIN failed: reconnect after the handler */
+};
+
+static struct job_ctx *ctx_of(const skipq_job *job)
+{
+    return (struct job_ctx *)job;
+}
+
+/* ---- services handlers call (through sq_host_api) ----------------------------- */
+
+void sq_job_verror(skipq_job *job, const char *fmt, va_list ap)
+{
+    vsnprintf(ctx_of(job)->error, sizeof ctx_of(job)->error, fmt, ap);
+}
+
+void sq_job_retry_in(skipq_job *job, int64_t delay_ms)
+{
+    ctx_of(job)->retry_ms = delay_ms < 0 ? 0 : delay_ms;
+}
+
+struct pg_conn *sq_job_conn(skipq_job *job)
+{
+    struct job_ctx *c = ctx_of(job);
+    if (c->in_txn)
+        return c->conn;
+    if (c->conn_broken || !c->conn)
+        return NULL;
+    PGresult *res = PQexec(c->conn, "BEGIN ISOLATION LEVEL READ COMMITTED");
+    bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    PQclear(res);
+    if (!ok) {
+        log_warn("job %" PRId64 ": could not open a transaction for the handler: %s", job->id,
+                 PQerrorMessage(c->conn));
+        c->conn_broken = true;
+        return NULL;
+    }
+    c->in_txn = true;
+    return c->conn;
+}
+
+int sq_job_should_stop(const skipq_job *job)
+{
+    return atomic_load(&ctx_of(job)->w->stop_job) != 0;
+}
+
+void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap)
+{
+    if (level > sq_log_threshold)
+        return;
+    char prefix[192];
+    snprintf(prefix, sizeof prefix, "job %" PRId64 " (%s): ", job->id, job->kind);
+    sq_log_vwrite(level, prefix, fmt, ap);
+}
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+void sq_host_wait(struct sq_host *h, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&h->lock);
+    if (!atomic_load(&h->stopping))
+        pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+    pthread_mutex_unlock(&h->lock);
+}
+
+int64_t sq_backoff_ms(int attempt, int64_t base_ms, int64_t cap_ms, uint32_t *seed)
+{
+    int64_t d = base_ms;
+    for (int i = 1; i < attempt && d < cap_ms; i++)
+        d *= 2;
+    if (d > cap_ms)
+        d = cap_ms;
+    /* Equal jitter: half fixed, half random, so retries of jobs that failed
+     * together spread out but never come back sooner than half the delay. */
+    int64_t half = d / 2;
+    return half + (half > 0 ? (int64_t)(rand_r(seed) % (unsigned)(half + 1 > 0x7fffffff ? 0x7fffffff : half + 1)) : 0);
+}
+
+static void notice_to_log(void *arg, const char *message)
+{
+    (void)arg;
+    log_debug("server notice: %s", message);
+}
+
+/* A fresh session with skipq's settings and statements. */
+static PGconn *open_session(struct sq_host *h, char *err, size_t errlen)
+{
+    PGconn *conn = sq_db_connect(&h->params, err, errlen);
+    if (!conn)
+        return NULL;
+    PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    /* Whatever the role's default, skipq's transactions are READ COMMITTED:
+     * SKIP LOCKED claims under REPEATABLE READ fail with 40001. */
+    if (!sq_db_exec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED", err, errlen) ||
+        !sq_queue_prepare(conn, err, errlen)) {
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+/*
+ * Connect, retrying with capped exponential backoff until it works or the
+ * host stops (when `until_stop`). The outage is logged once, the recovery
+ * once.
+ */
+static PGconn *reconnect(struct sq_host *h, const char *who, bool until_stop)
+{
+    int64_t delay = RECONNECT_MIN_MS;
+    bool reported = false;
+    char err[512];
+    for (;;) {
+        PGconn *conn = open_session(h, err, sizeof err);
+        if (conn) {
+            if (reported)
+                log_info("%s: connected to the database again", who);
+            return conn;
+        }
+        if (!reported)
+            log_warn("%s: cannot reach the database, retrying with backoff up to %ds: %s", who,
+                     RECONNECT_MAX_MS / 1000, err);
+        else
+            log_debug("%s: still cannot reach the database: %s", who, err);
+        reported = true;
+        if (until_stop && atomic_load(&h->stopping))
+            return NULL;
+        struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
+        if (until_stop)
+            sq_host_wait(h, delay);
+        else
+            nanosleep(&ts, NULL);
+        delay = delay * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : delay * 2;
+    }
+}
+
+static void set_slot(struct sq_worker *w, int64_t job_id, int64_t exec_id, int64_t lease_ms)
+{
+    pthread_mutex_lock(&w->host->slots_lock);
+    w->slot.job_id = job_id;
+    w->slot.execution_id = exec_id;
+    w->slot.lease_ms = lease_ms;
+    w->slot.lease_deadline = sq_now_ms() + lease_ms;
+    pthread_mutex_unlock(&w->host->slots_lock);
+}
+
+static int64_t lease_for(const struct sq_host *h, const char *kind)
+{
+    const struct sq_kind_conf *k = sq_config_kind(h->cfg, kind);
+    return k && k->lease_ms ? k->lease_ms : h->cfg->lease_ms;
+}
+
+/* ---- completion ---------------------------------------------------------------------- */
+
+static void log_outcome(const struct sq_claimed *c, enum sq_complete r, const char *error)
+{
+    switch (r) {
+    case SQ_COMPLETE_DONE:
+        log_debug("job %" PRId64 " (%s) done on attempt %d", c->id, c->kind, c->attempt);
+        break;
+    case SQ_COMPLETE_RETRY:
+        log_info("job %" PRId64 " (%s) failed attempt %d of %d, will retry: %s", c->id, c->kind, c->attempt,
+                 c->max_attempts, error);
+        break;
+    case SQ_COMPLETE_DEAD:
+        log_warn("job %" PRId64 " (%s) is dead after attempt %d of %d: %s", c->id, c->kind, c->attempt,
+                 c->max_attempts, error);
+        break;
+    case SQ_COMPLETE_FENCED:
+        log_warn("job %" PRId64 " (%s): result of execution %" PRId64
+                 " discarded: the lease was lost and the job is no longer this worker's",
+                 c->id, c->kind, c->execution_id);
+        break;
+    case SQ_COMPLETE_ERROR:
+        break;
+    }
+}
+
+/* Autocommit completion, retried across reconnects: fencing makes a repeat
+ * harmless (it changes nothing the second time). */
+static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp, const struct sq_claimed *c,
+                                            skipq_outcome out, int64_t delay_ms, const char *error)
+{
+    char err[512];
+    for (int tries = 0;; tries++) {
+        if (!*connp && !(*connp = reconnect(w->host, w->name, false)))
+            continue;
+        enum sq_complete r = out == SKIPQ_DONE
+                                 ? sq_queue_done(*connp, c->id, c->execution_id, err, sizeof err)
+                                 : sq_queue_fail(*connp, c->id, c->execution_id, out == SKIPQ_FAIL, delay_ms,
+                                                 error, err, sizeof err);
+        if (r != SQ_COMPLETE_ERROR)
+            return r;
+        if (sq_db_conn_lost(*connp, NULL) || tries < 3) {
+            log_warn("job %" PRId64 ": could not record the outcome (will retry): %s", c->id, err);
+            if (sq_db_conn_lost(*connp, NULL)) {
+                PQfinish(*connp);
+                *connp = NULL;
+            }
+            continue;
+        }
+        log_error("job %" PRId64 ": could not record the outcome; its lease will expire and it will run again: %s",
+                  c->id, err);
+        return SQ_COMPLETE_ERROR;
+    }
+}
+
+/* Did our done marker commit? Asked after the connection died mid-COMMIT. */
+static bool committed_as_done(PGconn *conn, const struct sq_claimed *c)
+{
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%" PRId64, c->id);
+    snprintf(b, sizeof b, "%" PRId64, c->execution_id);
+    const char *params[2] = {a, b};
+    PGresult *res = PQexecParams(conn,
+                                 "SELECT 1 FROM skipq.job_executions WHERE id = $2 AND job_id = $1 AND status = 'done'",
+                                 2, NULL, params, NULL, NULL, 0);
+    bool done = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    PQclear(res);
+    return done;
+}
+
+/* The handler's transaction: done marker and its writes commit together. */
+static enum sq_complete complete_in_txn(struct sq_worker *w, PGconn **connp, const struct sq_claimed *c,
+                                        skipq_outcome *out, char *error, size_t errlen)
+{
+    char err[512];
+    PGconn *conn = *connp;
+    PGTransactionStatusType ts = PQtransactionStatus(conn);
+    if (ts == PQTRANS_INERROR && *out == SKIPQ_DONE) {
+        snprintf(error, errlen, "handler returned done but its transaction had failed: %s", PQerrorMessage(conn));
+        *out = SKIPQ_RETRY;
+    }
+    if (*out == SKIPQ_DONE) {
+        if (ts == PQTRANS_IDLE)
+            log_warn("job %" PRId64 ": the handler ended the transaction skipq opened for it; its writes were "
+                     "committed apart from the done marker",
+                     c->id);
+        enum sq_complete r = sq_queue_done(conn, c->id, c->execution_id, err, sizeof err);
+        if (r == SQ_COMPLETE_DONE) {
+            PGresult *res = PQexec(conn, "COMMIT");
+            bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+            PQclear(res);
+            if (ok)
+                return r;
+            /* COMMIT's outcome is unknown: ask, on a new session, whether our
+             * execution is the job's done one. Never guess. */
+            log_warn("job %" PRId64 ": connection lost during COMMIT; checking whether it landed", c->id);
+            PQfinish(conn);
+            *connp = conn = reconnect(w->host, w->name, false);
+            if (committed_as_done(conn, c))
+                return SQ_COMPLETE_DONE;
+            snprintf(error, errlen, "connection lost while committing the handler's transaction");
+            *out = SKIPQ_RETRY;
+            return SQ_COMPLETE_ERROR; /* record as a retry below */
+        }
+        PQclear(PQexec(conn, "ROLLBACK"));
+        if (r == SQ_COMPLETE_FENCED) {
+            log_warn("job %" PRId64 ": the handler's transaction was rolled back", c->id);
+            return r;
+        }
+        snprintf(error, errlen, "could not mark the job done: %s", err);
+        *out = SKIPQ_RETRY;
+        return SQ_COMPLETE_ERROR;
+    }
+    PQclear(PQexec(conn, "ROLLBACK"));
+    return SQ_COMPLETE_ERROR; /* not completed yet: the caller records the failure */
+}
+
+static void run_job(struct sq_worker *w, PGconn **connp, struct sq_claimed *c, uint32_t *seed)
+{
+    struct sq_host *h = w->host;
+    const struct sq_handler *hd = sq_plugins_find(h->plugins, c->kind);
+    struct job_ctx ctx = {
+        .pub = {.api = &sq_host_api,
+                .id = c->id,
+                .execution_id = c->execution_id,
+                .queue = w->group->queue,
+                .kind = c->kind,
+                .payload = c->payload,
+                .payload_len = c->payload_len,
+                .attempt = c->attempt,
+                .max_attempts = c->max_attempts},
+        .w = w,
+        .conn = *connp,
+        .retry_ms = -1,
+    };
+    atomic_store(&w->stop_job, 0);
+    set_slot(w, c->id, c->execution_id, lease_for(h, c->kind));
+
+    skipq_outcome out;
+    if (!hd) { /* cannot happen: the claim filters on registered kinds */
+        snprintf(ctx.error, sizeof ctx.error, "no handler registered for kind \"%s\"", c->kind);
+        out = SKIPQ_RETRY;
+    } else {
+        out = hd->fn(&ctx.pub, hd->userdata);
+        if (out != SKIPQ_DONE && out != SKIPQ_RETRY && out != SKIPQ_FAIL) {
+            snprintf(ctx.error, sizeof ctx.error, "handler returned %d, which is not a skipq_outcome", (int)out);
+            out = SKIPQ_RETRY;
+        }
+    }
+    if (out != SKIPQ_DONE && !ctx.error[0])
+        snprintf(ctx.error, sizeof ctx.error, "handler returned %s without an error message",
+                 out == SKIPQ_FAIL ? "SKIPQ_FAIL" : "SKIPQ_RETRY");
+
+    enum sq_complete r = SQ_COMPLETE_ERROR;
+    if (ctx.conn_broken) {
+        PQfinish(*connp);
+        *connp = NULL;
+    } else if (ctx.in_txn) {
+        r = complete_in_txn(w, connp, c, &out, ctx.error, sizeof ctx.error);
+    }
+    if (r == SQ_COMPLETE_ERROR) {
+        int64_t delay = ctx.retry_ms;
+        if (delay < 0) {
+            const struct sq_kind_conf *k = sq_config_kind(h->cfg, c->kind);
+            delay = sq_backoff_ms(c->attempt, k ? k->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS,
+                                  k ? k->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
+        }
+        r = complete_autocommit(w, connp, c, out, delay, ctx.error);
+    }
+    log_outcome(c, r, ctx.error);
+    set_slot(w, 0, 0, 0);
+}
+
+void *sq_worker_main(void *arg)
+{
+    struct sq_worker *w = arg;
+    struct sq_host *h = w->host;
+    const struct sq_group *g = w->group;
+    uint32_t seed = (uint32_t)(time(NULL) ^ (getpid() << 8) ^ (uint32_t)w->index * 2654435761u);
+    char err[512];
+    sq_log_set_thread(w->name);
+    PGconn *conn = NULL;
+    while (!atomic_load(&h->stopping)) {
+        if (!conn && !(conn = reconnect(h, w->name, true)))
+            break;
+        struct sq_claimed c = {0};
+        int n = sq_queue_claim(conn, g->queue, g->kinds_array, g->leases_array, w->ident, 1, &c, err, sizeof err);
+        if (n < 0) {
+            if (sq_db_conn_lost(conn, NULL)) {
+                log_warn("%s: connection lost while claiming: %s", w->name, err);
+                PQfinish(conn);
+                conn = NULL;
+            } else {
+                log_error("%s: claim failed: %s", w->name, err);
+                sq_host_wait(h, h->cfg->poll_ms);
+            }
+            continue;
+        }
+        if (n == 0) {
+            sq_host_wait(h, h->cfg->poll_ms);
+            continue;
+        }
+        run_job(w, &conn, &c, &seed);
+        sq_claimed_clear(&c);
+    }
+    PQfinish(conn);
+    pthread_mutex_lock(&h->lock);
+    atomic_fetch_sub(&h->running, 1);
+    pthread_cond_broadcast(&h->wake);
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+/* ---- heartbeat ------------------------------------------------------------------------ */
+
+struct hb_snapshot {
+    int64_t *ids, *execs, *leases;
+    int *worker;
+    bool *extended;
+    size_t n;
+};
+
+static void snapshot(struct sq_host *h, struct hb_snapshot *s)
+{
+    s->n = 0;
+    pthread_mutex_lock(&h->slots_lock);
+    for (int i = 0; i < h->nworkers; i++) {
+        const struct sq_slot *sl = &h->workers[i].slot;
+        if (!sl->job_id)
+            continue;
+        s->ids[s->n] = sl->job_id;
+        s->execs[s->n] = sl->execution_id;
+        s->leases[s->n] = sl->lease_ms;
+        s->worker[s->n] = i;
+        s->n++;
+    }
+    pthread_mutex_unlock(&h->slots_lock);
+}
+
+/* Apply a heartbeat's result: renew deadlines, raise should-stop on loss. */
+static void apply_heartbeat(struct sq_host *h, struct hb_snapshot *s, bool ok, int64_t sent_at)
+{
+    pthread_mutex_lock(&h->slots_lock);
+    for (size_t i = 0; i < s->n; i++) {
+        struct sq_worker *w = &h->workers[s->worker[i]];
+        if (w->slot.execution_id != s->execs[i])
+            continue; /* finished meanwhile */
+        if (ok && s->extended[i]) {
+            w->slot.lease_deadline = sent_at + w->slot.lease_ms;
+        } else if (ok) {
+            if (!atomic_exchange(&w->stop_job, 1))
+                log_warn("job %" PRId64 ": lease lost (the job was reclaimed, released or finished elsewhere); "
+                         "asking the handler to stop",
+                         s->ids[i]);
+        }
+    }
+    int64_t now = sq_now_ms();
+    for (int i = 0; i < h->nworkers; i++) {
+        struct sq_worker *w = &h->workers[i];
+        if (w->slot.job_id && now > w->slot.lease_deadline && !atomic_exchange(&w->stop_job, 1))
+            log_warn("job %" PRId64 ": lease could not be renewed before it expired; asking the handler to stop",
+                     w->slot.job_id);
+    }
+    pthread_mutex_unlock(&h->slots_lock);
+}
+
+void *sq_heartbeat_main(void *arg)
+{
+    struct sq_host *h = arg;
+    sq_log_set_thread("hb");
+    size_t cap = (size_t)h->nworkers;
+    struct hb_snapshot s = {.ids = calloc(cap, sizeof(int64_t)),
+                            .execs = calloc(cap, sizeof(int64_t)),
+                            .leases = calloc(cap, sizeof(int64_t)),
+                            .worker = calloc(cap, sizeof(int)),
+                            .extended = calloc(cap, sizeof(bool))};
+    PGconn *conn = NULL;
+    bool reported = false;
+    char err[512];
+    int64_t next = 0;
+    while (atomic_load(&h->running) > 0) {
+        int64_t now = sq_now_ms();
+        if (now < next) {
+            /* Not sq_host_wait: this thread must keep beating while a
+             * stopping host drains its handlers. */
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        next = now + h->cfg->heartbeat_ms;
+        if (!conn) {
+            conn = open_session(h, err, sizeof err);
+            if (!conn) {
+                if (!reported)
+                    log_warn("heartbeat: cannot reach the database (leases are not being renewed): %s", err);
+                reported = true;
+                next = now + (h->cfg->heartbeat_ms < 1000 ? h->cfg->heartbeat_ms : 1000);
+                apply_heartbeat(h, &s, false, now);
+                continue;
+            }
+            if (reported)
+                log_info("heartbeat: connected to the database again");
+            reported = false;
+        }
+        snapshot(h, &s);
+        if (s.n > 0) {
+            int64_t sent = sq_now_ms();
+            int r = sq_queue_heartbeat(conn, s.ids, s.execs, s.leases, s.n, s.extended, err, sizeof err);
+            if (r < 0)
+                log_warn("heartbeat failed: %s", err);
+            apply_heartbeat(h, &s, r >= 0, sent);
+        }
+        if (!atomic_load(&h->stopping)) {
+            int reaped = sq_queue_reap(conn, REAP_BATCH, err, sizeof err);
+            if (reaped > 0)
+                log_info("recovered %d job(s) whose lease had expired", reaped);
+            else if (reaped < 0)
+                log_warn("lease sweep failed: %s", err);
+        }
+        if (PQstatus(conn) != CONNECTION_OK) {
+            PQfinish(conn);
+            conn = NULL;
+        }
+    }
+    PQfinish(conn);
+    free(s.ids);
+    free(s.execs);
+    free(s.leases);
+    free(s.worker);
+    free(s.extended);
+    return NULL;
+}

@@ -1,0 +1,72 @@
+/*
+ * skipq/skipq.h -- the client API of libskipq: enqueue jobs and manage the
+ * schema from any C program that already has a libpq connection.
+ *
+ * Every call takes the caller's PGconn and runs on it, so a job enqueued
+ * inside the caller's open transaction exists if and only if that
+ * transaction commits. Calls return a skipq_rc; when one fails, `errbuf`
+ * (if not NULL) receives a NUL-terminated message naming what was wrong.
+ * SKIPQ_ERRBUF_SIZE bytes are always enough.
+ *
+ * Thread safety: libskipq keeps no global state; use one PGconn per thread.
+ */
+#ifndef SKIPQ_SKIPQ_H
+#define SKIPQ_SKIPQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SKIPQ_VERSION "0.1.0"
+#define SKIPQ_ERRBUF_SIZE 512
+
+struct pg_conn;
+
+typedef enum skipq_rc {
+    SKIPQ_OK = 0,
+    SKIPQ_EINVAL = 1,   /* bad argument: the message names it; nothing written */
+    SKIPQ_EDB = 2,      /* the database refused or could not be reached */
+    SKIPQ_ENOMEM = 3,
+    SKIPQ_ESCHEMA = 4,  /* schema missing or older/newer than this library */
+    SKIPQ_ENOTFOUND = 5
+} skipq_rc;
+
+/* A static, human-readable name for `rc`. */
+const char *skipq_strerror(skipq_rc rc);
+
+/* Options for skipq_enqueue(). Zero-initialise, then set what you need. */
+typedef struct skipq_enqueue_opts {
+    const char *queue;   /* NULL: "default" */
+    int priority;        /* higher runs first; default 0 */
+    int64_t delay_ms;    /* run no earlier than now() + delay; default 0 */
+    int max_attempts;    /* 0: the schema default (5) */
+} skipq_enqueue_opts;
+
+/*
+ * Enqueue one job of `kind` with JSON `payload` (NULL means "{}"). On success
+ * stores the new job id in *id_out (if not NULL). Runs inside whatever
+ * transaction `conn` has open. Invalid JSON, an empty kind or queue and
+ * max_attempts < 1 give SKIPQ_EINVAL and write nothing.
+ */
+skipq_rc skipq_enqueue(struct pg_conn *conn, const char *kind, const char *payload,
+                       const skipq_enqueue_opts *opts, int64_t *id_out, char *errbuf, size_t errbuf_len);
+
+/*
+ * Bring the skipq schema up to date. Idempotent; safe when several hosts run
+ * it at once (they serialise on an advisory lock). *applied_out (if not
+ * NULL) receives the number of migrations applied by this call.
+ */
+skipq_rc skipq_migrate(struct pg_conn *conn, int *applied_out, char *errbuf, size_t errbuf_len);
+
+/* The schema version this library needs, and the one in the database (0 if
+ * none). */
+int skipq_schema_version_required(void);
+skipq_rc skipq_schema_version(struct pg_conn *conn, int *version_out, char *errbuf, size_t errbuf_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SKIPQ_SKIPQ_H */

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# deps.sh — install skipq's build/test dependencies on Debian 12.
+# Why: one idempotent entry point for fresh machines and CI. If every package
+# is already installed it does nothing (no apt-get update), so it is cheap to
+# call before every build/test run.
+set -euo pipefail
+
+PKGS=(build-essential cmake pkg-config libpq-dev libinih-dev libcriterion-dev
+      postgresql-15 postgresql-client-15 pgbouncer procps)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [[ $st == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+    echo "deps.sh: all ${#PKGS[@]} packages already installed, nothing to do"
+    exit 0
+fi
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO=(sudo)
+    else
+        echo "deps.sh: missing packages (${missing[*]}); need root or sudo to install them" >&2
+        exit 1
+    fi
+fi
+
+"${SUDO[@]}" apt-get update -q >&2
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${PKGS[@]}" >&2
+echo "deps.sh: installed ${missing[*]}"
