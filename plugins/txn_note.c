@@ -44,7 +44,7 @@ static skipq_outcome write_note(skipq_job *job, void *userdata)
     PGresult *res = PQexecParams(conn, n->insert_sql, 3, NULL, params, NULL, NULL, 0);
     skipq_outcome out = SKIPQ_DONE;
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        skipq_job_error(job, "insert failed: %s", PQresultErrorMessage(res));
+        skipq_job_error(job, "insert failed: %s", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
         out = SKIPQ_RETRY;
     }
     PQclear(res);
@@ -69,7 +69,7 @@ static int notes_init(skipq_plugin *p)
         return 1;
     snprintf(n->insert_sql, sizeof n->insert_sql,
              "INSERT INTO %s (job_id, execution_id, note) "
-             "VALUES ($1::bigint, $2::bigint, coalesce($3::jsonb ->> 'note', $3))",
+             "VALUES ($1::bigint, $2::bigint, coalesce($3::jsonb ->> 'note', $3::text))",
              table);
     skipq_set_state(p, n);
     return skipq_register(p, "note.write", write_note, n);

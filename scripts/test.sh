@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# scripts/test.sh -- the full test suite, as CI runs it: install what is
+# missing, start a throwaway PostgreSQL of our own, then build and run every
+# Criterion suite three times over:
+#   1. the release build (what ships);
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer (every suite);
+#   3. ThreadSanitizer (the threaded suites: hosts, hammer, faults).
+# Any sanitizer report in a test or in a host's log fails the run.
+#
+#   scripts/test.sh                  everything
+#   SKIPQ_VARIANTS="release" scripts/test.sh     only some builds
+#   SKIPQ_HAMMER_SCALE=10 scripts/test.sh        bigger hammer runs
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+"$root/scripts/deps.sh"
+
+variants=${SKIPQ_VARIANTS:-"release asan tsan"}
+pgdir=${SKIPQ_PGDIR:-/tmp/skipq-test-pg-$$}
+trap '"$root/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1 || true' EXIT
+
+# A free port of our own; never someone else's server.
+conninfo=""
+for try in 1 2 3 4 5 6 7 8; do
+    port=$((55000 + RANDOM % 4000))
+    if conninfo=$("$root/scripts/pg.sh" start "$pgdir" "$port"); then break; fi
+    conninfo=""
+done
+[ -n "$conninfo" ] || { echo "test.sh: could not start a throwaway PostgreSQL" >&2; exit 1; }
+export SKIPQ_TEST_DB="$conninfo"
+echo "test.sh: throwaway PostgreSQL at $SKIPQ_TEST_DB"
+
+jobs=$(nproc)
+failed=0
+for v in $variants; do
+    dir="$root/build-test-$v"
+    case $v in
+        release) san=""; regex="" ;;
+        asan) san="address"; regex="" ;;
+        tsan) san="thread"; regex="smoke|lifecycle|hammer|faults" ;;
+        *) echo "test.sh: unknown variant $v" >&2; exit 2 ;;
+    esac
+    echo "test.sh: === $v build ==="
+    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSKIPQ_SANITIZE="$san" >/dev/null
+    cmake --build "$dir" -j "$jobs" >/dev/null
+    (
+        cd "$dir"
+        # Leak checks apply to skipq processes (the harness passes these
+        # options on), not to the test runner's own bookkeeping.
+        export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
+        export SKIPQ_CHILD_ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
+        export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+        export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1"
+        if [ "$v" = tsan ]; then export SKIPQ_HAMMER_SCALE=${SKIPQ_HAMMER_SCALE:-0.3}; fi
+        if [ -n "$regex" ]; then
+            ctest --output-on-failure -R "$regex"
+        else
+            ctest --output-on-failure
+        fi
+    ) || failed=1
+done
+[ "$failed" = 0 ] && echo "test.sh: all variants passed ($variants)" || echo "test.sh: FAILED" >&2
+exit "$failed"

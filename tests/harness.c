@@ -1,0 +1,320 @@
+/* harness.c -- see harness.h. */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "skipq/skipq.h"
+
+static char admin_db_names[16][64];
+
+/* In a child about to exec skipq: sanitizer options meant for skipq itself
+ * (leak checks) rather than for the test runner. */
+static void child_env(void)
+{
+    const char *o = getenv("SKIPQ_CHILD_ASAN_OPTIONS");
+    if (o)
+        setenv("ASAN_OPTIONS", o, 1);
+}
+static int n_admin_db_names;
+
+int64_t th_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *th_admin_conninfo(void)
+{
+    const char *c = getenv("SKIPQ_TEST_DB");
+    if (!c || !*c)
+        cr_assert_fail("SKIPQ_TEST_DB is not set: run the suite through scripts/test.sh, which starts a throwaway "
+                 "PostgreSQL");
+    return c;
+}
+
+static void drop_databases(void)
+{
+    PGconn *a = PQconnectdb(th_admin_conninfo());
+    for (int i = 0; i < n_admin_db_names && PQstatus(a) == CONNECTION_OK; i++) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", admin_db_names[i]);
+        PQclear(PQexec(a, sql));
+    }
+    PQfinish(a);
+}
+
+void th_db_new(struct th_db *db)
+{
+    static int counter;
+    memset(db, 0, sizeof *db);
+    snprintf(db->name, sizeof db->name, "t_%d_%d_%ld", (int)getpid(), counter++, (long)(th_now_ms() % 100000));
+    PGconn *a = PQconnectdb(th_admin_conninfo());
+    cr_assert_eq(PQstatus(a), CONNECTION_OK, "cannot connect to the test server: %s", PQerrorMessage(a));
+    char sql[160];
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s", db->name);
+    PGresult *r = PQexec(a, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "create database: %s", PQerrorMessage(a));
+    PQclear(r);
+    PQfinish(a);
+    if (n_admin_db_names == 0)
+        atexit(drop_databases);
+    if (n_admin_db_names < 16)
+        snprintf(admin_db_names[n_admin_db_names++], 64, "%s", db->name);
+    snprintf(db->conninfo, sizeof db->conninfo, "%s dbname=%s", th_admin_conninfo(), db->name);
+    db->conn = th_connect(db);
+    char err[SKIPQ_ERRBUF_SIZE];
+    int applied = 0;
+    cr_assert_eq(skipq_migrate(db->conn, &applied, err, sizeof err), SKIPQ_OK, "migrate: %s", err);
+    cr_assert_gt(applied, 0);
+}
+
+PGconn *th_connect(const struct th_db *db)
+{
+    PGconn *c = PQconnectdb(db->conninfo);
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect %s: %s", db->conninfo, PQerrorMessage(c));
+    PQclear(PQexec(c, "SET client_min_messages = warning"));
+    return c;
+}
+
+PGresult *th_query(PGconn *conn, const char *sql)
+{
+    PGresult *r = PQexec(conn, sql);
+    ExecStatusType st = PQresultStatus(r);
+    cr_assert(st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK, "query failed: %s\n%s", PQerrorMessage(conn), sql);
+    return r;
+}
+
+long long th_scalar(PGconn *conn, const char *sql)
+{
+    PGresult *r = th_query(conn, sql);
+    cr_assert(PQntuples(r) >= 1 && PQnfields(r) >= 1, "no rows from: %s", sql);
+    long long v = PQgetisnull(r, 0, 0) ? 0 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}
+
+long long th_scalarf(PGconn *conn, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    return th_scalar(conn, sql);
+}
+
+void th_execf(PGconn *conn, const char *fmt, ...)
+{
+    char sql[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    PQclear(th_query(conn, sql));
+}
+
+long long th_wait_scalar(PGconn *conn, long long want, int timeout_ms, const char *sql)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    long long v;
+    for (;;) {
+        v = th_scalar(conn, sql);
+        if (v == want || th_now_ms() > end)
+            return v;
+        usleep(20000);
+    }
+}
+
+int64_t th_enqueue(PGconn *conn, const char *kind, const char *payload, const char *queue, int priority,
+                   int max_attempts)
+{
+    skipq_enqueue_opts o = {.queue = queue, .priority = priority, .max_attempts = max_attempts};
+    char err[SKIPQ_ERRBUF_SIZE];
+    int64_t id = 0;
+    cr_assert_eq(skipq_enqueue(conn, kind, payload, &o, &id, err, sizeof err), SKIPQ_OK, "enqueue: %s", err);
+    return id;
+}
+
+const char *th_tmpdir(void)
+{
+    static char dir[256];
+    if (!dir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/skipq-test-%d-XXXXXX", base && *base ? base : "/tmp", (int)getpid());
+        cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    }
+    return dir;
+}
+
+char *th_write_file(const char *name, const char *content)
+{
+    char *path = malloc(512);
+    snprintf(path, 512, "%s/%s", th_tmpdir(), name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "cannot write %s", path);
+    fputs(content, f);
+    fclose(f);
+    return path;
+}
+
+char *th_host_ini(const struct th_db *db, const char *name, const char *host_extra, const char *ledger,
+                  const char *extra)
+{
+    char *buf = malloc(16384);
+    int n = snprintf(buf, 16384,
+                     "[database]\nurl = %s\n\n"
+                     "[host]\npoll_interval = 50ms\nlease = 3s\nheartbeat = 500ms\nshutdown_grace = 5s\n"
+                     "log_level = info\nname = %s\n%s\n"
+                     "[plugin testkit]\npath = %s/testkit.so\n%s%s%s\n%s",
+                     db->conninfo, name, host_extra ? host_extra : "", SKIPQ_PLUGIN_DIR, ledger ? "ledger = " : "",
+                     ledger ? ledger : "", ledger ? "\n" : "", extra ? extra : "");
+    cr_assert_lt(n, 16384);
+    char file[128];
+    snprintf(file, sizeof file, "%s.ini", name);
+    char *path = th_write_file(file, buf);
+    free(buf);
+    return path;
+}
+
+pid_t th_host_start(const char *ini)
+{
+    char log[600];
+    snprintf(log, sizeof log, "%s.log", ini);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        child_env();
+        execl(SKIPQ_BIN, SKIPQ_BIN, "run", "-c", ini, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+int th_wait_exit(pid_t pid, int timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (th_now_ms() > end)
+            return -1;
+        usleep(10000);
+    }
+}
+
+int th_host_stop(pid_t pid, int timeout_ms)
+{
+    kill(pid, SIGTERM);
+    int st = th_wait_exit(pid, timeout_ms);
+    if (st == -1) {
+        kill(pid, SIGKILL);
+        th_wait_exit(pid, 5000);
+    }
+    return st;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+void th_assert_clean_log(const char *ini)
+{
+    char log[600];
+    snprintf(log, sizeof log, "%s.log", ini);
+    char *text = slurp(log);
+    cr_assert_null(strstr(text, "Sanitizer"), "sanitizer report in %s:\n%s", log, text);
+    cr_assert_null(strstr(text, "runtime error:"), "UBSan report in %s:\n%s", log, text);
+    free(text);
+}
+
+int th_cli(char **out, char **err, const char *arg0, ...)
+{
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = SKIPQ_BIN;
+    va_list ap;
+    va_start(ap, arg0);
+    for (const char *a = arg0; a && argc < 31; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    static int calls;
+    char op[600], ep[600];
+    snprintf(op, sizeof op, "%s/cli-%d.out", th_tmpdir(), calls);
+    snprintf(ep, sizeof ep, "%s/cli-%d.err", th_tmpdir(), calls++);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int o = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(o, 1);
+        dup2(e, 2);
+        int devnull = open("/dev/null", O_RDONLY);
+        dup2(devnull, 0);
+        child_env();
+        execv(SKIPQ_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    int st = th_wait_exit(pid, 60000);
+    cr_assert_neq(st, -1, "skipq %s did not finish", arg0);
+    if (out)
+        *out = slurp(op);
+    if (err)
+        *err = slurp(ep);
+    return st;
+}
+
+size_t th_read_ledger(const char *path, int64_t **job_ids)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (job_ids)
+            *job_ids = NULL;
+        return 0;
+    }
+    size_t cap = 1024, n = 0;
+    int64_t *ids = malloc(cap * sizeof *ids);
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (n == cap)
+            ids = realloc(ids, (cap *= 2) * sizeof *ids);
+        ids[n++] = strtoll(line, NULL, 10);
+    }
+    fclose(f);
+    if (job_ids)
+        *job_ids = ids;
+    else
+        free(ids);
+    return n;
+}

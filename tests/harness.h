@@ -1,0 +1,76 @@
+/*
+ * harness.h -- what every skipq test needs: a fresh migrated database of its
+ * own on the throwaway server that scripts/test.sh started, INI files, host
+ * processes, and polling with a deadline instead of sleeps.
+ *
+ * Criterion runs each test in its own process, several at once, so each test
+ * gets its own database (th_db_new) and nothing is shared between tests.
+ */
+#ifndef SKIPQ_TEST_HARNESS_H
+#define SKIPQ_TEST_HARNESS_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct th_db {
+    char name[64];
+    char conninfo[512]; /* for this test's database */
+    PGconn *conn;       /* an open connection to it */
+};
+
+/* Admin conninfo from $SKIPQ_TEST_DB (fails the test if unset). */
+const char *th_admin_conninfo(void);
+/* Create and migrate a database for this test; registers cleanup at exit. */
+void th_db_new(struct th_db *db);
+/* Open another connection to the test database. */
+PGconn *th_connect(const struct th_db *db);
+
+/* Run a query; fails the test on error. Result must be PQclear'ed. */
+PGresult *th_query(PGconn *conn, const char *sql);
+/* First column of the first row as an integer; fails the test on error. */
+long long th_scalar(PGconn *conn, const char *sql);
+/* Like th_scalar with printf-style SQL (test-built SQL only). */
+long long th_scalarf(PGconn *conn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void th_execf(PGconn *conn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Poll `sql` until it returns `want` or timeout_ms passes; returns the last value. */
+long long th_wait_scalar(PGconn *conn, long long want, int timeout_ms, const char *sql);
+
+/* Enqueue through the C API; fails the test on error. */
+int64_t th_enqueue(PGconn *conn, const char *kind, const char *payload, const char *queue, int priority,
+                   int max_attempts);
+
+/* A unique scratch directory for this test (under $TMPDIR or /tmp). */
+const char *th_tmpdir(void);
+/* Write an INI file into th_tmpdir(); returns its path (static storage per call index). */
+char *th_write_file(const char *name, const char *content);
+/*
+ * The [database] section for db plus a [host] section with fast test timings
+ * and the testkit plugin writing to `ledger` (may be NULL). `extra` is
+ * appended verbatim (queues, kinds, other plugins). Returns the INI path.
+ */
+char *th_host_ini(const struct th_db *db, const char *name, const char *host_extra, const char *ledger,
+                  const char *extra);
+
+/* Start `skipq run -c ini` with stderr+stdout to <ini>.log. */
+pid_t th_host_start(const char *ini);
+/* SIGTERM the host and wait up to timeout_ms for it; returns its exit status
+ * (or -1 if it had to be killed). */
+int th_host_stop(pid_t pid, int timeout_ms);
+/* Wait for a child to exit on its own; returns exit status, -1 on timeout. */
+int th_wait_exit(pid_t pid, int timeout_ms);
+/* Fail the test if a host log holds a sanitizer report. */
+void th_assert_clean_log(const char *ini);
+
+/* Run the skipq CLI; returns its exit status. out/err (if not NULL) receive
+ * malloc'd stdout and stderr. */
+int th_cli(char **out, char **err, const char *arg0, ...);
+
+/* Read a ledger written by the testkit plugin; returns number of lines and
+ * fills job_ids (malloc'd) if not NULL. */
+size_t th_read_ledger(const char *path, int64_t **job_ids);
+
+int64_t th_now_ms(void);
+
+#endif
