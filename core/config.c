@@ -252,8 +252,8 @@ static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, 
     }
     if (strcmp(key, "max_attempts") == 0) {
         int64_t v;
-        if (!sq_parse_int(value, 1, 1000000, &v))
-            return fail(c, "[%s] max_attempts: \"%s\" must be a whole number from 1 to 1000000", sect, value);
+        if (!sq_parse_int(value, 1, 100000, &v))
+            return fail(c, "[%s] max_attempts: \"%s\" must be a whole number from 1 to 100000", sect, value);
         k->max_attempts = (int)v;
         return true;
     }
@@ -263,6 +263,8 @@ static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, 
         return set_duration(c, sect, key, value, 0, &k->backoff_cap_ms);
     if (strcmp(key, "lease") == 0)
         return set_duration(c, sect, key, value, 1000, &k->lease_ms);
+    if (strcmp(key, "timeout") == 0)
+        return set_duration(c, sect, key, value, 1, &k->timeout_ms);
     return fail(c, "unknown key \"%s\" in [%s]", key, sect);
 }
 

@@ -38,6 +38,7 @@ struct sq_kind_conf {
     int64_t backoff_base_ms;
     int64_t backoff_cap_ms;
     int64_t lease_ms;         /* 0 = the host's lease */
+    int64_t timeout_ms;       /* 0 = none: a handler may run as long as it heartbeats */
     int line;
 };
 

@@ -29,6 +29,8 @@ struct sq_slot {
     int64_t execution_id;
     int64_t lease_ms;
     int64_t lease_deadline; /* monotonic ms: past it, assume the lease is lost */
+    int64_t timeout_at;     /* monotonic ms of the kind's timeout; 0: none */
+    bool timed_out;         /* past timeout_at: lease no longer renewed */
 };
 
 struct sq_worker {

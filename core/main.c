@@ -212,8 +212,8 @@ static int cmd_enqueue(int argc, char **argv)
                 return usage_error("enqueue", "--delay: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5m)", optarg);
             break;
         case 'm':
-            if (!sq_parse_int(optarg, 1, 1000000, &v))
-                return usage_error("enqueue", "--max-attempts: \"%s\" is not a whole number from 1 to 1000000",
+            if (!sq_parse_int(optarg, 1, 100000, &v))
+                return usage_error("enqueue", "--max-attempts: \"%s\" is not a whole number from 1 to 100000",
                                    optarg);
             eo.max_attempts = (int)v;
             break;

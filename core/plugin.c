@@ -10,14 +10,26 @@
  * - Handlers are registered only during init(); the registry is sorted and
  *   frozen before any worker starts, so lookups need no lock.
  * - Unload order mirrors load order: shutdown() in reverse, dlclose last.
+ * - dlopen runs the library's constructors before any check of ours, so the
+ *   ABI check cannot stop hostile code: file permissions are the control.
+ *   A plugin is refused if it, or any directory above it, is writable by
+ *   group or others (a root-owned sticky directory such as /tmp excepted),
+ *   or is owned by a user other than root or the one running skipq. The file
+ *   is opened once, checked through that descriptor, and loaded from
+ *   /proc/self/fd, so it cannot be swapped between check and load.
  */
 #include "plugin.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <errno.h>
 
 #include "config.h"
 #include "host.h"
@@ -153,6 +165,77 @@ static char *resolve_path(const char *config_path, const char *path)
     return real ? real : strdup(buf);
 }
 
+static bool owner_ok(uid_t uid)
+{
+    return uid == 0 || uid == geteuid();
+}
+
+/* Why `st` (of `what`) makes a plugin unsafe to load, or NULL. */
+static const char *unsafe_reason(const struct stat *st, bool is_dir)
+{
+    if (!owner_ok(st->st_uid))
+        return "is owned by another user (only root or the user running skipq may own it)";
+    if (is_dir && (st->st_mode & S_ISVTX) && st->st_uid == 0)
+        return NULL; /* like /tmp: others may add entries, not replace ours */
+    if (st->st_mode & (S_IWGRP | S_IWOTH))
+        return is_dir ? "is a directory writable by group or others" : "is writable by group or others";
+    return NULL;
+}
+
+/* Check every directory from / down to the plugin's. */
+static bool check_parents(const char *path, const char *name, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    sq_strlcpy(dir, path, sizeof dir);
+    for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+        if (slash == dir)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+        struct stat st;
+        if (stat(dir, &st) != 0) {
+            snprintf(err, errlen, "plugin \"%s\": cannot inspect directory %s: %s", name, dir, strerror(errno));
+            return false;
+        }
+        const char *why = unsafe_reason(&st, true);
+        if (why) {
+            snprintf(err, errlen, "refusing to load plugin \"%s\" (%s): directory %s %s", name, path, dir, why);
+            return false;
+        }
+        if (slash == dir)
+            break;
+    }
+    return true;
+}
+
+/* Open the plugin for loading; -1 (message in err) if missing or unsafe. */
+static int open_checked(const char *path, const char *name, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot load plugin \"%s\" from %s: %s", name, path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    const char *why = NULL;
+    if (fstat(fd, &st) != 0)
+        why = "cannot be inspected";
+    else if (!S_ISREG(st.st_mode))
+        why = "is not a regular file";
+    else
+        why = unsafe_reason(&st, false);
+    if (why) {
+        snprintf(err, errlen, "refusing to load plugin \"%s\": %s %s", name, path, why);
+        close(fd);
+        return -1;
+    }
+    if (!check_parents(path, name, err, errlen)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const char *config_path, char *err,
                      size_t errlen)
 {
@@ -162,8 +245,14 @@ static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const c
         snprintf(err, errlen, "plugin \"%s\": out of memory", name);
         return false;
     }
+    int fd = open_checked(lp->path, name, err, errlen);
+    if (fd < 0)
+        return false;
+    char fdpath[64];
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
     dlerror();
-    lp->dl = dlopen(lp->path, RTLD_NOW | RTLD_LOCAL);
+    lp->dl = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
+    close(fd);
     if (!lp->dl) {
         const char *e = dlerror();
         snprintf(err, errlen, "cannot load plugin \"%s\" from %s: %s", name, lp->path, e ? e : "unknown error");

@@ -187,14 +187,25 @@ static PGconn *reconnect(struct sq_host *h, const char *who, bool until_stop)
     }
 }
 
-static void set_slot(struct sq_worker *w, int64_t job_id, int64_t exec_id, int64_t lease_ms)
+static void set_slot(struct sq_worker *w, int64_t job_id, int64_t exec_id, int64_t lease_ms, int64_t timeout_ms)
 {
+    int64_t now = sq_now_ms();
     pthread_mutex_lock(&w->host->slots_lock);
     w->slot.job_id = job_id;
     w->slot.execution_id = exec_id;
     w->slot.lease_ms = lease_ms;
-    w->slot.lease_deadline = sq_now_ms() + lease_ms;
+    w->slot.lease_deadline = now + lease_ms;
+    w->slot.timeout_at = timeout_ms > 0 ? now + timeout_ms : 0;
+    w->slot.timed_out = false;
     pthread_mutex_unlock(&w->host->slots_lock);
+}
+
+static bool slot_timed_out(struct sq_worker *w)
+{
+    pthread_mutex_lock(&w->host->slots_lock);
+    bool t = w->slot.timed_out;
+    pthread_mutex_unlock(&w->host->slots_lock);
+    return t;
 }
 
 static int64_t lease_for(const struct sq_host *h, const char *kind)
@@ -338,8 +349,9 @@ static void run_job(struct sq_worker *w, PGconn **connp, struct sq_claimed *c, u
         .conn = *connp,
         .retry_ms = -1,
     };
+    const struct sq_kind_conf *kc = sq_config_kind(h->cfg, c->kind);
     atomic_store(&w->stop_job, 0);
-    set_slot(w, c->id, c->execution_id, lease_for(h, c->kind));
+    set_slot(w, c->id, c->execution_id, lease_for(h, c->kind), kc ? kc->timeout_ms : 0);
 
     skipq_outcome out;
     if (!hd) { /* cannot happen: the claim filters on registered kinds */
@@ -351,6 +363,13 @@ static void run_job(struct sq_worker *w, PGconn **connp, struct sq_claimed *c, u
             snprintf(ctx.error, sizeof ctx.error, "handler returned %d, which is not a skipq_outcome", (int)out);
             out = SKIPQ_RETRY;
         }
+    }
+    if (out != SKIPQ_FAIL && slot_timed_out(w)) {
+        /* Past its timeout the attempt has failed, whatever the handler
+         * says: its lease was no longer renewed and the job may already run
+         * elsewhere. */
+        snprintf(ctx.error, sizeof ctx.error, "timed out after %" PRId64 "ms", kc->timeout_ms);
+        out = SKIPQ_RETRY;
     }
     if (out != SKIPQ_DONE && !ctx.error[0])
         snprintf(ctx.error, sizeof ctx.error, "handler returned %s without an error message",
@@ -365,15 +384,13 @@ static void run_job(struct sq_worker *w, PGconn **connp, struct sq_claimed *c, u
     }
     if (r == SQ_COMPLETE_ERROR) {
         int64_t delay = ctx.retry_ms;
-        if (delay < 0) {
-            const struct sq_kind_conf *k = sq_config_kind(h->cfg, c->kind);
-            delay = sq_backoff_ms(c->attempt, k ? k->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS,
-                                  k ? k->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
-        }
+        if (delay < 0)
+            delay = sq_backoff_ms(c->attempt, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS,
+                                  kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
         r = complete_autocommit(w, connp, c, out, delay, ctx.error);
     }
     log_outcome(c, r, ctx.error);
-    set_slot(w, 0, 0, 0);
+    set_slot(w, 0, 0, 0, 0);
 }
 
 void *sq_worker_main(void *arg)
@@ -425,13 +442,24 @@ struct hb_snapshot {
     size_t n;
 };
 
+/* Jobs past their kind's timeout are asked to stop and left out: their
+ * lease runs out and the sweep retries them (or makes them dead). */
 static void snapshot(struct sq_host *h, struct hb_snapshot *s)
 {
     s->n = 0;
+    int64_t now = sq_now_ms();
     pthread_mutex_lock(&h->slots_lock);
     for (int i = 0; i < h->nworkers; i++) {
-        const struct sq_slot *sl = &h->workers[i].slot;
+        struct sq_slot *sl = &h->workers[i].slot;
         if (!sl->job_id)
+            continue;
+        if (sl->timeout_at && now >= sl->timeout_at && !sl->timed_out) {
+            sl->timed_out = true;
+            atomic_store(&h->workers[i].stop_job, 1);
+            log_warn("job %" PRId64 ": past its kind's timeout; asking the handler to stop, lease not renewed",
+                     sl->job_id);
+        }
+        if (sl->timed_out)
             continue;
         s->ids[s->n] = sl->job_id;
         s->execs[s->n] = sl->execution_id;
