@@ -41,6 +41,8 @@ struct sq_loaded_plugin {
     struct sq_plugins *owner;
     const struct sq_plugin_conf *conf;
     char *path;
+    int fd;   /* kept open while loaded: glibc matches dlopen names, and a
+                 reused /proc/self/fd/N would return the previous plugin */
     void *dl;
     const skipq_plugin_info *info;
     void *state;
@@ -252,7 +254,7 @@ static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const c
     snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
     dlerror();
     lp->dl = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
-    close(fd);
+    lp->fd = fd;
     if (!lp->dl) {
         const char *e = dlerror();
         snprintf(err, errlen, "cannot load plugin \"%s\" from %s: %s", name, lp->path, e ? e : "unknown error");
@@ -321,6 +323,7 @@ struct sq_plugins *sq_plugins_load(const struct sq_config *cfg, char *err, size_
         lp->pub.api = &sq_host_api;
         lp->owner = ps;
         lp->conf = &cfg->plugins[i];
+        lp->fd = -1;
         ps->n++;
         if (!load_one(ps, lp, cfg->path, err, errlen))
             goto fail;
@@ -370,6 +373,8 @@ void sq_plugins_unload(struct sq_plugins *ps)
     for (size_t i = ps->n; i-- > 0;) {
         if (ps->list[i].dl)
             dlclose(ps->list[i].dl);
+        if (ps->list[i].fd >= 0)
+            close(ps->list[i].fd);
         free(ps->list[i].path);
     }
     for (size_t i = 0; i < ps->nhandlers; i++)

@@ -1,0 +1,43 @@
+-- roles.sql -- least-privilege roles for skipq. Not a migration: roles are
+-- cluster-wide and need CREATEROLE. Apply once per database, after
+-- `skipq migrate`, as a superuser or the schema owner with CREATEROLE:
+--
+--     psql -d app -f sql/roles.sql
+--     CREATE ROLE app_web LOGIN IN ROLE skipq_enqueuer;     -- your app
+--     CREATE ROLE jobs_host LOGIN IN ROLE skipq_worker;     -- skipq run
+--
+-- skipq_enqueuer: may call skipq.enqueue() and nothing else in schema skipq.
+-- skipq_worker:   may claim, heartbeat, complete and sweep jobs (and
+--                 enqueue follow-up jobs), read stats; may not delete jobs,
+--                 change payloads, or alter the schema.
+-- The schema owner keeps everything else (migrations, DDL, retention).
+-- Re-running this file is safe.
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'skipq_enqueuer') THEN
+        CREATE ROLE skipq_enqueuer NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'skipq_worker') THEN
+        CREATE ROLE skipq_worker NOLOGIN;
+    END IF;
+END
+$$;
+
+REVOKE ALL ON SCHEMA skipq FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA skipq FROM PUBLIC;
+REVOKE ALL ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int) FROM PUBLIC;
+
+GRANT USAGE ON SCHEMA skipq TO skipq_enqueuer, skipq_worker;
+GRANT EXECUTE ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int)
+    TO skipq_enqueuer, skipq_worker;
+
+-- The worker's statements: claim (SELECT ... FOR NO KEY UPDATE needs UPDATE),
+-- completions, heartbeat, lease sweep, release; stats and version checks.
+GRANT SELECT ON skipq.jobs, skipq.job_executions, skipq.schema_migrations, skipq.settings
+    TO skipq_worker;
+GRANT UPDATE (status, attempts, run_at, finished_at, lease_expires_at, locked_by,
+              current_execution_id, last_error, max_attempts)
+    ON skipq.jobs TO skipq_worker;
+GRANT INSERT (job_id, attempt, worker) ON skipq.job_executions TO skipq_worker;
+GRANT UPDATE (status, finished_at, error) ON skipq.job_executions TO skipq_worker;
