@@ -154,6 +154,8 @@ static bool handle_plugin(struct parse_ctx *c, const char *name, const char *key
     struct sq_plugin_conf *p = plugin_section(c, name);
     if (!p)
         return fail(c, "out of memory");
+    if (!key)
+        return true;
     struct sq_kv *kv = xrealloc_array(p->kv, p->nkv + 1, sizeof *kv);
     if (!kv)
         return fail(c, "out of memory");
@@ -196,28 +198,54 @@ static bool parse_kind_list(struct parse_ctx *c, const char *sect, const char *v
     return ok;
 }
 
-static bool handle_queue(struct parse_ctx *c, const char *name, const char *key, const char *value)
+static struct sq_group_conf *group_section(struct parse_ctx *c, const char *name)
 {
     struct sq_config *cfg = c->cfg;
+    for (size_t i = 0; i < cfg->ngroups; i++)
+        if (strcmp(cfg->groups[i].queue, name) == 0)
+            return &cfg->groups[i];
+    struct sq_group_conf *g = xrealloc_array(cfg->groups, cfg->ngroups + 1, sizeof *g);
+    if (!g)
+        return NULL;
+    cfg->groups = g;
+    g = &cfg->groups[cfg->ngroups++];
+    memset(g, 0, sizeof *g);
+    g->queue = strdup(name);
+    g->threads = 1;
+    g->line = c->cur_line;
+    return g;
+}
+
+static struct sq_kind_conf *kind_section(struct parse_ctx *c, const char *name)
+{
+    struct sq_config *cfg = c->cfg;
+    struct sq_kind_conf *k = (struct sq_kind_conf *)sq_config_kind(cfg, name);
+    if (k)
+        return k;
+    k = xrealloc_array(cfg->kinds, cfg->nkinds + 1, sizeof *k);
+    if (!k)
+        return NULL;
+    cfg->kinds = k;
+    k = &cfg->kinds[cfg->nkinds++];
+    memset(k, 0, sizeof *k);
+    k->name = strdup(name);
+    k->backoff_base_ms = SQ_DEFAULT_BACKOFF_BASE_MS;
+    k->backoff_cap_ms = SQ_DEFAULT_BACKOFF_CAP_MS;
+    k->line = c->cur_line;
+    return k;
+}
+
+static bool handle_queue(struct parse_ctx *c, const char *name, const char *key, const char *value)
+{
     char sect[160];
     snprintf(sect, sizeof sect, "queue %s", name);
     if (!sq_valid_name(name))
         return fail(c, "[%s]: queue names are 1-128 characters of letters, digits and _.:-", sect);
-    struct sq_group_conf *g = NULL;
-    for (size_t i = 0; i < cfg->ngroups; i++)
-        if (strcmp(cfg->groups[i].queue, name) == 0)
-            g = &cfg->groups[i];
-    if (!g) {
-        g = xrealloc_array(cfg->groups, cfg->ngroups + 1, sizeof *g);
-        if (!g)
-            return fail(c, "out of memory");
-        cfg->groups = g;
-        g = &cfg->groups[cfg->ngroups++];
-        memset(g, 0, sizeof *g);
-        g->queue = strdup(name);
-        g->threads = 1;
-        g->line = c->cur_line;
-    }
+    struct sq_group_conf *g = group_section(c, name);
+    if (!g)
+        return fail(c, "out of memory");
+    if (!key)
+        return true;
     if (strcmp(key, "threads") == 0) {
         int64_t v;
         if (!sq_parse_int(value, 1, SQ_MAX_THREADS, &v))
@@ -232,24 +260,15 @@ static bool handle_queue(struct parse_ctx *c, const char *name, const char *key,
 
 static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, const char *value)
 {
-    struct sq_config *cfg = c->cfg;
     char sect[160];
     snprintf(sect, sizeof sect, "kind %s", name);
     if (!sq_valid_name(name))
         return fail(c, "[%s]: kind names are 1-128 characters of letters, digits and _.:-", sect);
-    struct sq_kind_conf *k = (struct sq_kind_conf *)sq_config_kind(cfg, name);
-    if (!k) {
-        k = xrealloc_array(cfg->kinds, cfg->nkinds + 1, sizeof *k);
-        if (!k)
-            return fail(c, "out of memory");
-        cfg->kinds = k;
-        k = &cfg->kinds[cfg->nkinds++];
-        memset(k, 0, sizeof *k);
-        k->name = strdup(name);
-        k->backoff_base_ms = SQ_DEFAULT_BACKOFF_BASE_MS;
-        k->backoff_cap_ms = SQ_DEFAULT_BACKOFF_CAP_MS;
-        k->line = c->cur_line;
-    }
+    struct sq_kind_conf *k = kind_section(c, name);
+    if (!k)
+        return fail(c, "out of memory");
+    if (!key)
+        return true;
     if (strcmp(key, "max_attempts") == 0) {
         int64_t v;
         if (!sq_parse_int(value, 1, 100000, &v))
@@ -289,19 +308,9 @@ static bool seen_before(struct parse_ctx *c, const char *section, const char *ke
     return false;
 }
 
-static int on_entry(void *user, const char *section, const char *key, const char *value)
+/* Route one key (or, with key NULL, a section's mere presence). */
+static bool dispatch(struct parse_ctx *c, const char *section, const char *key, const char *value)
 {
-    struct parse_ctx *c = user;
-    if (c->err[0])
-        return 0;
-    if (!*section) {
-        fail(c, "key \"%s\" is outside any [section]", key);
-        return 0;
-    }
-    if (seen_before(c, section, key)) {
-        fail(c, "duplicate key \"%s\" in [%s]", key, section);
-        return 0;
-    }
     c->cur_line = 0;
     for (size_t i = 0; i < c->nsections; i++)
         if (strcmp(c->sections[i], section) == 0)
@@ -321,9 +330,9 @@ static int on_entry(void *user, const char *section, const char *key, const char
     }
     bool ok;
     if (strcmp(section, "database") == 0)
-        ok = handle_database(c, key, value);
+        ok = !key || handle_database(c, key, value);
     else if (strcmp(section, "host") == 0)
-        ok = handle_host(c, key, value);
+        ok = !key || handle_host(c, key, value);
     else if (arg && *arg && strcmp(word, "plugin") == 0)
         ok = handle_plugin(c, arg, key, value);
     else if (arg && *arg && strcmp(word, "queue") == 0)
@@ -333,7 +342,44 @@ static int on_entry(void *user, const char *section, const char *key, const char
     else
         ok = fail(c, "unknown section [%s] (expected [database], [host], [plugin NAME], [queue NAME] or [kind NAME])",
                   section);
-    return ok ? 1 : 0;
+    return ok;
+}
+
+static int on_entry(void *user, const char *section, const char *key, const char *value)
+{
+    struct parse_ctx *c = user;
+    if (c->err[0])
+        return 0;
+    if (!*section) {
+        fail(c, "key \"%s\" is outside any [section]", key);
+        return 0;
+    }
+    if (seen_before(c, section, key)) {
+        fail(c, "duplicate key \"%s\" in [%s]", key, section);
+        return 0;
+    }
+    return dispatch(c, section, key, value) ? 1 : 0;
+}
+
+/* inih reports only keys: give every section header its say too, so an
+ * empty [queue q] still serves q and an empty [plugin p] is refused. */
+static bool visit_sections(struct parse_ctx *c, int *bad_line)
+{
+    for (size_t i = 0; i < c->nsections; i++) {
+        if (!dispatch(c, c->sections[i], NULL, NULL)) {
+            *bad_line = c->section_lines[i];
+            return false;
+        }
+    }
+    return true;
+}
+
+static int section_line(const struct parse_ctx *c, const char *section)
+{
+    for (size_t i = 0; i < c->nsections; i++)
+        if (strcmp(c->sections[i], section) == 0)
+            return c->section_lines[i];
+    return 0;
 }
 
 /* ---- pre-scan --------------------------------------------------------------- */
@@ -394,6 +440,12 @@ static char *prescan(struct parse_ctx *c, const char *text, size_t len)
             if (nl > MAX_INI_NAME) {
                 c->err_line = line;
                 fail(c, "section name is longer than %d characters", MAX_INI_NAME);
+                goto bad;
+            }
+            const char *sp = memchr(l + 1, ' ', nl);
+            if (nl == 0 || l[1] == ' ' || l[nl] == ' ' || (sp && memchr(sp + 1, ' ', nl - (size_t)(sp - l)))) {
+                c->err_line = line;
+                fail(c, "section [%.*s]: write [word] or [word NAME] with exactly one space", (int)nl, l + 1);
                 goto bad;
             }
             for (size_t s = 0; s < c->nsections; s++) {
@@ -490,11 +542,11 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
 
 /* ---- validation ------------------------------------------------------------- */
 
-static bool validate(struct sq_config *cfg, char *err, size_t errlen)
+static bool validate(struct sq_config *cfg, int host_line, char *err, size_t errlen)
 {
     if (cfg->heartbeat_ms >= cfg->lease_ms) {
-        snprintf(err, errlen, "%s: [host] heartbeat (%lldms) must be shorter than lease (%lldms)", cfg->path,
-                 (long long)cfg->heartbeat_ms, (long long)cfg->lease_ms);
+        snprintf(err, errlen, "%s:%d: [host] heartbeat (%lldms) must be shorter than lease (%lldms)", cfg->path,
+                 host_line, (long long)cfg->heartbeat_ms, (long long)cfg->lease_ms);
         return false;
     }
     for (size_t i = 0; i < cfg->nplugins; i++) {
@@ -579,7 +631,12 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen)
             snprintf(err, errlen, "%s: %s", path, rc == -2 ? "out of memory" : "cannot parse");
         goto fail;
     }
-    if (!validate(cfg, err, errlen))
+    int bad_line = 0;
+    if (!visit_sections(&c, &bad_line)) {
+        snprintf(err, errlen, "%s:%d: %s", path, bad_line, c.err);
+        goto fail;
+    }
+    if (!validate(cfg, section_line(&c, "host"), err, errlen))
         goto fail;
     warn_if_readable_secret(cfg);
     free_ctx(&c, text, norm);

@@ -21,7 +21,9 @@
 #include "plugin.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -210,6 +212,35 @@ static bool check_parents(const char *path, const char *name, char *err, size_t 
     return true;
 }
 
+/*
+ * glibc's loader trusts the file: a truncated .so makes it fault (SIGBUS)
+ * instead of failing. Check the ELF header and every loaded segment against
+ * the file's size first. NULL if it looks loadable, else why not.
+ */
+static const char *elf_problem(int fd, off_t size)
+{
+    ElfW(Ehdr) eh;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh)
+        return "is too short to be a shared object";
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+        return "is not an ELF file";
+    if (eh.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32))
+        return "is an ELF file for another word size";
+    if (eh.e_type != ET_DYN)
+        return "is not a shared object";
+    if (eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 ||
+        (off_t)eh.e_phoff + (off_t)eh.e_phnum * (off_t)sizeof(ElfW(Phdr)) > size)
+        return "is truncated or corrupt (program headers)";
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        ElfW(Phdr) ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph)
+            return "is truncated or corrupt (program headers)";
+        if (ph.p_type == PT_LOAD && (off_t)(ph.p_offset + ph.p_filesz) > size)
+            return "is truncated (a loadable segment ends past the end of the file)";
+    }
+    return NULL;
+}
+
 /* Open the plugin for loading; -1 (message in err) if missing or unsafe. */
 static int open_checked(const char *path, const char *name, char *err, size_t errlen)
 {
@@ -228,6 +259,11 @@ static int open_checked(const char *path, const char *name, char *err, size_t er
         why = unsafe_reason(&st, false);
     if (why) {
         snprintf(err, errlen, "refusing to load plugin \"%s\": %s %s", name, path, why);
+        close(fd);
+        return -1;
+    }
+    if ((why = elf_problem(fd, st.st_size)) != NULL) {
+        snprintf(err, errlen, "cannot load plugin \"%s\" from %s: the file %s", name, path, why);
         close(fd);
         return -1;
     }

@@ -176,10 +176,11 @@ char *th_host_ini(const struct th_db *db, const char *name, const char *host_ext
     char *buf = malloc(16384);
     int n = snprintf(buf, 16384,
                      "[database]\nurl = %s\n\n"
-                     "[host]\npoll_interval = 50ms\nlease = 3s\nheartbeat = 500ms\nshutdown_grace = 5s\n"
+                     "[host]\npoll_interval = 50ms\nlease = 3s\nheartbeat = 500ms\n%s"
                      "log_level = info\nname = %s\n%s\n"
                      "[plugin testkit]\npath = %s/testkit.so\n%s%s%s\n%s",
-                     db->conninfo, name, host_extra ? host_extra : "", SKIPQ_PLUGIN_DIR, ledger ? "ledger = " : "",
+                     db->conninfo, host_extra && strstr(host_extra, "shutdown_grace") ? "" : "shutdown_grace = 5s\n", name,
+                     host_extra ? host_extra : "", SKIPQ_PLUGIN_DIR, ledger ? "ledger = " : "",
                      ledger ? ledger : "", ledger ? "\n" : "", extra ? extra : "");
     cr_assert_lt(n, 16384);
     char file[128];
@@ -317,4 +318,44 @@ size_t th_read_ledger(const char *path, int64_t **job_ids)
     else
         free(ids);
     return n;
+}
+
+static void expect_none(PGconn *conn, const char *what, const char *sql)
+{
+    PGresult *r = th_query(conn, sql);
+    int n = PQntuples(r);
+    char ids[512] = "";
+    size_t o = 0;
+    for (int i = 0; i < n && i < 20 && o < sizeof ids - 24; i++)
+        o += (size_t)snprintf(ids + o, sizeof ids - o, "%s%s", i ? "," : "", PQgetvalue(r, i, 0));
+    PQclear(r);
+    cr_expect_eq(n, 0, "invariant broken: %s (%d job(s): %s)", what, n, ids);
+}
+
+void th_check_invariants(PGconn *conn)
+{
+    expect_none(conn, "a job with two done executions",
+                "SELECT job_id FROM skipq.job_executions WHERE status = 'done' GROUP BY job_id HAVING count(*) > 1");
+    expect_none(conn, "attempts differs from the number of executions",
+                "SELECT j.id FROM skipq.jobs j LEFT JOIN skipq.job_executions e ON e.job_id = j.id"
+                " GROUP BY j.id, j.attempts HAVING j.attempts <> count(e.id)");
+    expect_none(conn, "more than one open execution",
+                "SELECT job_id FROM skipq.job_executions WHERE status = 'running' GROUP BY job_id HAVING count(*) > 1");
+    expect_none(conn, "running past its lease + 5 s",
+                "SELECT id FROM skipq.jobs WHERE status = 'running' AND lease_expires_at < now() - interval '5 seconds'");
+    expect_none(conn, "running job whose current execution is not open",
+                "SELECT j.id FROM skipq.jobs j LEFT JOIN skipq.job_executions e ON e.id = j.current_execution_id"
+                " WHERE j.status = 'running' AND (e.id IS NULL OR e.status <> 'running')");
+    expect_none(conn, "open execution of a job that is not running",
+                "SELECT e.job_id FROM skipq.job_executions e JOIN skipq.jobs j ON j.id = e.job_id"
+                " WHERE e.status = 'running' AND (j.status <> 'running' OR j.current_execution_id <> e.id)");
+    expect_none(conn, "dead with attempts left and no permanent failure",
+                "SELECT j.id FROM skipq.jobs j LEFT JOIN skipq.job_executions e ON e.id = j.current_execution_id"
+                " WHERE j.status = 'dead' AND j.attempts < j.max_attempts AND coalesce(e.status, '') <> 'dead'");
+    expect_none(conn, "done job whose current execution is not its done one",
+                "SELECT j.id FROM skipq.jobs j LEFT JOIN skipq.job_executions e"
+                "   ON e.job_id = j.id AND e.status = 'done'"
+                " WHERE j.status = 'done' AND (e.id IS NULL OR e.id <> j.current_execution_id)");
+    expect_none(conn, "pending job with no attempts left",
+                "SELECT id FROM skipq.jobs WHERE status = 'pending' AND attempts >= max_attempts");
 }

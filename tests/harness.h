@@ -47,6 +47,8 @@ const char *th_tmpdir(void);
 char *th_write_file(const char *name, const char *content);
 /*
  * The [database] section for db plus a [host] section with fast test timings
+ * (poll 50ms, lease 3s, heartbeat 500ms, shutdown_grace 5s unless
+ * host_extra sets it; host_extra may add other [host] keys)
  * and the testkit plugin writing to `ledger` (may be NULL). `extra` is
  * appended verbatim (queues, kinds, other plugins). Returns the INI path.
  */
@@ -74,3 +76,18 @@ size_t th_read_ledger(const char *path, int64_t **job_ids);
 int64_t th_now_ms(void);
 
 #endif
+
+/*
+ * The invariants every scenario must leave behind (checked with the given
+ * lease in ms):
+ *  - no job has two 'done' executions;
+ *  - attempts equals the number of execution rows;
+ *  - at most one open ('running') execution per job;
+ *  - no job is 'running' with a lease expired more than 5 s ago, and every
+ *    running job's current execution is open;
+ *  - 'dead' only when attempts ran out or the last execution says dead
+ *    (permanent failure);
+ *  - every 'done' job's current_execution_id is its one 'done' execution.
+ * Fails the test with the offending job ids.
+ */
+void th_check_invariants(PGconn *conn);

@@ -1,0 +1,249 @@
+/*
+ * test_chaos.c -- faults of the database and of handlers: PostgreSQL
+ * restarts (fast and immediate), backends killed at random, handlers that
+ * crash the host, hang past their timeout, or stop when asked. After each
+ * scenario every job must be accounted for and th_check_invariants() holds.
+ *
+ * The restart scenarios restart the server, so they run on a private
+ * PostgreSQL cluster of their own (scripts/pg.sh), never the shared one.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char private_dir[256];
+
+static void destroy_private(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh destroy %s >/dev/null 2>&1", SKIPQ_SOURCE_DIR, private_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not destroy %s\n", private_dir);
+}
+
+/* Start a private cluster and make it this process's test server. */
+static void use_private_cluster(void)
+{
+    snprintf(private_dir, sizeof private_dir, "/tmp/skipq-chaos-%d", (int)getpid());
+    char conninfo[512] = "";
+    for (int attempt = 0; attempt < 5 && !conninfo[0]; attempt++) {
+        char cmd[700];
+        int port = 57000 + (int)((getpid() * 7 + attempt * 131) % 2000);
+        snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh start %s %d 2>/dev/null", SKIPQ_SOURCE_DIR, private_dir, port);
+        FILE *p = popen(cmd, "r");
+        cr_assert_not_null(p);
+        if (!fgets(conninfo, sizeof conninfo, p))
+            conninfo[0] = '\0';
+        pclose(p);
+    }
+    cr_assert(conninfo[0], "could not start a private PostgreSQL");
+    conninfo[strcspn(conninfo, "\n")] = '\0';
+    atexit(destroy_private);
+    setenv("SKIPQ_TEST_DB", conninfo, 1);
+}
+
+static void restart_server(const char *mode)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh restart %s %s >/dev/null 2>&1", SKIPQ_SOURCE_DIR, private_dir, mode);
+    cr_assert_eq(system(cmd), 0, "pg.sh restart %s failed", mode);
+}
+
+/* A connection that survives server restarts: reconnect on failure. */
+static long long robust_scalar(struct th_db *db, const char *sql)
+{
+    for (int i = 0; i < 100; i++) {
+        if (PQstatus(db->conn) != CONNECTION_OK) {
+            PQfinish(db->conn);
+            db->conn = PQconnectdb(db->conninfo);
+        }
+        PGresult *r = PQexec(db->conn, sql);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+            long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+            PQclear(r);
+            return v;
+        }
+        PQclear(r);
+        usleep(100000);
+    }
+    cr_assert_fail("database unreachable: %s", PQerrorMessage(db->conn));
+    return -1;
+}
+
+static long long wait_robust(struct th_db *db, long long want, int timeout_ms, const char *sql)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    long long v;
+    while ((v = robust_scalar(db, sql)) != want && th_now_ms() < end)
+        usleep(50000);
+    return v;
+}
+
+static int count_lines_with(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+static void enqueue_many(PGconn *c, int n, const char *payload)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT count(skipq.enqueue('test', '%s')) FROM generate_series(1, %d)", payload, n);
+    cr_assert_eq(th_scalar(c, sql), n);
+}
+
+Test(chaos, postgres_restarts_fast_and_immediate, .timeout = 300)
+{
+    use_private_cluster();
+    struct th_db db;
+    th_db_new(&db);
+    const int jobs = 2000, threads = 8;
+    enqueue_many(db.conn, jobs, "{\"sleep_ms\": 3}");
+    char extra[128];
+    snprintf(extra, sizeof extra, "[queue default]\nthreads = %d\n", threads);
+    char *ini = th_host_ini(&db, "restarts", NULL, NULL, extra);
+    pid_t pid = th_host_start(ini);
+
+    cr_assert_gt(wait_robust(&db, 1, 60000, "SELECT (count(*) > 100)::int FROM skipq.jobs WHERE status = 'done'"), 0);
+    restart_server("fast");
+    cr_assert_gt(wait_robust(&db, 1, 60000, "SELECT (count(*) > 800)::int FROM skipq.jobs WHERE status = 'done'"), 0,
+                 "no progress after a fast restart");
+    restart_server("immediate");
+    long long done = wait_robust(&db, jobs, 120000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'");
+    cr_expect_eq(done, jobs, "only %lld of %d jobs done after two restarts", done, jobs);
+    cr_expect_eq(kill(pid, 0), 0, "the host exited when the database went away");
+    /* Leases of jobs whose completion was lost in the crash expire and the
+     * sweep finishes them; nothing stays running. */
+    wait_robust(&db, 0, 30000, "SELECT count(*) FROM skipq.jobs WHERE status <> 'done'");
+    th_check_invariants(db.conn);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+
+    char log[600];
+    snprintf(log, sizeof log, "%s.log", ini);
+    int outage_lines = count_lines_with(log, "cannot reach the database");
+    cr_expect_leq(outage_lines, 4 * (threads + 2), "the outage was logged %d times (once per thread per outage expected)",
+                  outage_lines);
+    cr_expect_gt(count_lines_with(log, "connected to the database again"), 0, "no reconnect was logged");
+    th_assert_clean_log(ini);
+}
+
+Test(chaos, backends_terminated_at_random, .timeout = 300)
+{
+    struct th_db db;
+    th_db_new(&db);
+    const int jobs = 3000;
+    enqueue_many(db.conn, jobs, "{\"sleep_ms\": 2}");
+    char *ini = th_host_ini(&db, "terminate", NULL, NULL, "[queue default]\nthreads = 6\n");
+    pid_t pid = th_host_start(ini);
+    PGconn *killer = th_connect(&db);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity"
+             " WHERE datname = '%s' AND application_name = 'skipq' ORDER BY random() LIMIT 1) s",
+             db.name);
+    int kills = 0;
+    int64_t end = th_now_ms() + 8000;
+    while (th_now_ms() < end) {
+        kills += (int)th_scalar(killer, sql);
+        usleep(200000);
+    }
+    long long done = th_wait_scalar(db.conn, jobs, 120000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'");
+    cr_expect_eq(done, jobs, "only %lld of %d done after %d backend kills", done, jobs, kills);
+    cr_expect_gt(kills, 10, "the chaos loop killed only %d backends", kills);
+    cr_expect_eq(kill(pid, 0), 0, "the host died");
+    th_check_invariants(db.conn);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+    th_assert_clean_log(ini);
+    PQfinish(killer);
+}
+
+Test(chaos, poison_job_ends_dead_after_restarts, .timeout = 300)
+{
+    struct th_db db;
+    th_db_new(&db);
+    int64_t poison = th_enqueue(db.conn, "test", "{\"crash\": \"segv\"}", NULL, 100, 2);
+    enqueue_many(db.conn, 50, "{\"sleep_ms\": 5}");
+    char *ini = th_host_ini(&db, "poison", NULL, NULL, "[queue default]\nthreads = 2\n");
+    /* A supervisor's restart loop, as systemd's Restart=on-failure would. */
+    int crashes = 0;
+    for (int run = 0; run < 8; run++) {
+        pid_t pid = th_host_start(ini);
+        int64_t end = th_now_ms() + 30000;
+        int st = -1;
+        while (th_now_ms() < end && (st = th_wait_exit(pid, 200)) == -1 &&
+               th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE status IN ('pending', 'running')") > 0)
+            ;
+        if (st == -1) {
+            cr_expect_eq(th_host_stop(pid, 15000), 0);
+            break;
+        }
+        cr_expect_neq(st, 0, "a crashing host must not exit 0");
+        crashes++;
+    }
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = 'dead' AND attempts = 2",
+                            (long long)poison),
+                 1, "the poison job is not dead after 2 attempts");
+    cr_expect_eq(crashes, 2, "the host crashed %d times for a job with max_attempts 2", crashes);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 50);
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND last_error LIKE '%%lease expired%%'",
+                            (long long)poison),
+                 1);
+    th_check_invariants(db.conn);
+}
+
+static long long wait_job(PGconn *c, int64_t id, const char *status, int timeout_ms)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = '%s'", (long long)id,
+             status);
+    return th_wait_scalar(c, 1, timeout_ms, sql);
+}
+
+Test(chaos, handler_timeouts, .timeout = 300)
+{
+    struct th_db db;
+    th_db_new(&db);
+    /* One handler ignores the stop request and hangs; one stops when asked. */
+    int64_t hung = th_enqueue(db.conn, "test", "{\"sleep_ms\": 600000, \"ignore_stop\": true}", NULL, 10, 1);
+    int64_t polite = th_enqueue(db.conn, "test", "{\"sleep_ms\": 600000}", NULL, 10, 2);
+    char *ini = th_host_ini(&db, "timeouts", "shutdown_grace = 1s\n", NULL,
+                            "[queue default]\nthreads = 3\n\n[kind test]\ntimeout = 1s\nbackoff_base = 10ms\n"
+                            "backoff_cap = 20ms\n");
+    pid_t pid = th_host_start(ini);
+
+    /* The polite handler stops at its timeout, twice: dead, "timed out". */
+    cr_expect_eq(wait_job(db.conn, polite, "dead", 60000), 1, "the polite job is not dead");
+    cr_expect_eq(th_scalarf(db.conn,
+                            "SELECT count(*) FROM skipq.job_executions WHERE job_id = %lld AND error LIKE 'timed out%%'",
+                            (long long)polite),
+                 2);
+    /* The hung one keeps its thread, but its lease is no longer renewed:
+     * the sweep ends it by the normal rules (dead: it had one attempt). */
+    cr_expect_eq(wait_job(db.conn, hung, "dead", 60000), 1, "the hung job is not dead");
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND last_error LIKE '%%lease expired%%'",
+                            (long long)hung),
+                 1);
+    /* One thread is lost to the hung handler; the others still work. */
+    enqueue_many(db.conn, 20, "{}");
+    cr_expect_eq(th_wait_scalar(db.conn, 20, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 20);
+
+    /* SIGTERM: exits within the grace period although a handler never returns. */
+    int64_t t0 = th_now_ms();
+    cr_expect_eq(th_host_stop(pid, 10000), 0);
+    cr_expect_lt(th_now_ms() - t0, 4000, "shutdown took %lld ms with a 1 s grace", (long long)(th_now_ms() - t0));
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
+}

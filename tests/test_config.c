@@ -1,0 +1,564 @@
+/*
+ * test_config.c -- sq_config_load(): what a good INI file turns into, and the
+ * exact "FILE:LINE: message" a bad one gets. No database needed.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "harness.h"
+#include "log.h"
+
+/* Load `text` written as `file`; on success *path_out holds the path. */
+static struct sq_config *load_text(const char *file, const char *text, char *err, size_t errlen, char **path_out)
+{
+    char *path = th_write_file(file, text);
+    err[0] = '\0';
+    struct sq_config *cfg = sq_config_load(path, err, errlen);
+    if (path_out)
+        *path_out = path;
+    else
+        free(path);
+    return cfg;
+}
+
+static struct sq_config *load_ok(const char *file, const char *text)
+{
+    char err[1024];
+    struct sq_config *cfg = load_text(file, text, err, sizeof err, NULL);
+    cr_assert_not_null(cfg, "%s should load, got: %s", file, err);
+    return cfg;
+}
+
+/*
+ * Loading `text` must fail with an error that starts with exactly
+ * "PATH:LINE: " (or "PATH: " when line is 0) and contains each of the
+ * (up to three, NULL-terminated) needles.
+ */
+static void expect_error(const char *file, const char *text, int line, const char *n1, const char *n2,
+                         const char *n3)
+{
+    char err[1024];
+    char *path = NULL;
+    struct sq_config *cfg = load_text(file, text, err, sizeof err, &path);
+    cr_assert_null(cfg, "%s loaded but should have been refused:\n%s", file, text);
+    char prefix[700];
+    if (line > 0)
+        snprintf(prefix, sizeof prefix, "%s:%d: ", path, line);
+    else
+        snprintf(prefix, sizeof prefix, "%s: ", path);
+    cr_assert(strncmp(err, prefix, strlen(prefix)) == 0, "error \"%s\" does not start with \"%s\"", err, prefix);
+    const char *needles[] = {n1, n2, n3};
+    for (int i = 0; i < 3; i++)
+        if (needles[i])
+            cr_assert_not_null(strstr(err, needles[i]), "error \"%s\" does not mention \"%s\"", err, needles[i]);
+    free(path);
+}
+
+static const struct sq_group_conf *group(const struct sq_config *cfg, const char *queue)
+{
+    for (size_t i = 0; i < cfg->ngroups; i++)
+        if (strcmp(cfg->groups[i].queue, queue) == 0)
+            return &cfg->groups[i];
+    cr_assert_fail("no group for queue \"%s\"", queue);
+    return NULL;
+}
+
+static const struct sq_plugin_conf *plugin(const struct sq_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->nplugins; i++)
+        if (strcmp(cfg->plugins[i].name, name) == 0)
+            return &cfg->plugins[i];
+    cr_assert_fail("no plugin section \"%s\"", name);
+    return NULL;
+}
+
+static const char *plugin_value(const struct sq_plugin_conf *p, const char *key)
+{
+    for (size_t i = 0; i < p->nkv; i++)
+        if (strcmp(p->kv[i].key, key) == 0)
+            return p->kv[i].value;
+    return NULL;
+}
+
+/* ---- a good file ---------------------------------------------------------------- */
+
+static const char GOOD[] =
+    "; a full host configuration\n"                  /* 1 */
+    "# comments of both kinds\n"                     /* 2 */
+    "[database]\n"                                   /* 3 */
+    "host = /tmp/skipq-sock\n"                       /* 4 */
+    "port = 5433\n"                                  /* 5 */
+    "dbname = jobs\n"                                /* 6 */
+    "user = worker\n"                                /* 7 */
+    "\n"                                             /* 8 */
+    "[host]\n"                                       /* 9 */
+    "name = box-1\n"                                 /* 10 */
+    "poll_interval = 250ms\n"                        /* 11 */
+    "lease = 5m\n"                                   /* 12 */
+    "heartbeat = 30s\n"                              /* 13 */
+    "shutdown_grace = 1h\n"                          /* 14 */
+    "log_level = debug\n"                            /* 15 */
+    "\n"                                             /* 16 */
+    "[plugin mail]\n"                                /* 17 */
+    "path = /usr/lib/skipq/mail.so\n"                /* 18 */
+    "smtp_host = mail.example.com\n"                 /* 19 */
+    "from = Jobs <jobs@example.com>\n"               /* 20 */
+    "\n"                                             /* 21 */
+    "[plugin noop]\n"                                /* 22 */
+    "path = noop.so\n"                               /* 23 */
+    "\n"                                             /* 24 */
+    "[queue default]\n"                              /* 25 */
+    "threads = 4\n"                                  /* 26 */
+    "kinds = mail.send, mail.bounce ; two kinds\n"   /* 27 */
+    "\n"                                             /* 28 */
+    "[queue bulk]\n"                                 /* 29 */
+    "threads = 252\n"                                /* 30 */
+    "\n"                                             /* 31 */
+    "[kind mail.send]\n"                             /* 32 */
+    "max_attempts = 7\n"                             /* 33 */
+    "backoff_base = 2s\n"                            /* 34 */
+    "backoff_cap = 10m\n"                            /* 35 */
+    "lease = 2m\n"                                   /* 36 */
+    "timeout = 90s\n"                                /* 37 */
+    "\n"                                             /* 38 */
+    "[kind mail.bounce]\n"                           /* 39 */
+    "max_attempts = 1\n";                            /* 40 */
+
+Test(config, good_file_parses_with_the_right_values, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("good.ini", GOOD);
+
+    cr_assert_eq(cfg->ndb, 4);
+    const char *db_keys[] = {"host", "port", "dbname", "user"};
+    const char *db_values[] = {"/tmp/skipq-sock", "5433", "jobs", "worker"};
+    for (size_t i = 0; i < 4; i++) {
+        cr_expect_str_eq(cfg->db[i].key, db_keys[i]);
+        cr_expect_str_eq(cfg->db[i].value, db_values[i]);
+    }
+    cr_expect_not(cfg->db_has_password);
+
+    cr_expect_str_eq(cfg->host_name, "box-1");
+    cr_expect_eq(cfg->poll_ms, 250);
+    cr_expect_eq(cfg->lease_ms, 5 * 60 * 1000);
+    cr_expect_eq(cfg->heartbeat_ms, 30 * 1000);
+    cr_expect_eq(cfg->grace_ms, 3600 * 1000);
+    cr_expect_eq(cfg->log_level, SQ_LOG_DEBUG);
+
+    cr_assert_eq(cfg->nplugins, 2);
+    const struct sq_plugin_conf *mail = plugin(cfg, "mail");
+    cr_expect_str_eq(mail->path, "/usr/lib/skipq/mail.so");
+    cr_expect_eq(mail->line, 17);
+    /* every key of the section is passed through to the plugin, path included */
+    cr_assert_eq(mail->nkv, 3);
+    cr_expect_str_eq(mail->kv[0].key, "path");
+    cr_expect_str_eq(plugin_value(mail, "smtp_host"), "mail.example.com");
+    cr_expect_str_eq(plugin_value(mail, "from"), "Jobs <jobs@example.com>");
+    cr_expect_str_eq(plugin(cfg, "noop")->path, "noop.so");
+
+    cr_assert_eq(cfg->ngroups, 2);
+    const struct sq_group_conf *def = group(cfg, "default");
+    cr_expect_eq(def->threads, 4);
+    cr_expect_eq(def->line, 25);
+    cr_assert_eq(def->nkinds, 2, "kinds = mail.send, mail.bounce ; comment gave %zu kinds", def->nkinds);
+    cr_expect_str_eq(def->kinds[0], "mail.send");
+    cr_expect_str_eq(def->kinds[1], "mail.bounce");
+    const struct sq_group_conf *bulk = group(cfg, "bulk");
+    cr_expect_eq(bulk->threads, 252);
+    cr_expect_null(bulk->kinds, "no kinds key means every kind");
+    cr_expect_eq(bulk->nkinds, 0);
+
+    cr_assert_eq(cfg->nkinds, 2);
+    const struct sq_kind_conf *send = sq_config_kind(cfg, "mail.send");
+    cr_assert_not_null(send);
+    cr_expect_eq(send->max_attempts, 7);
+    cr_expect_eq(send->backoff_base_ms, 2000);
+    cr_expect_eq(send->backoff_cap_ms, 10 * 60 * 1000);
+    cr_expect_eq(send->lease_ms, 2 * 60 * 1000);
+    cr_expect_eq(send->timeout_ms, 90 * 1000);
+    cr_expect_eq(send->line, 32);
+    const struct sq_kind_conf *bounce = sq_config_kind(cfg, "mail.bounce");
+    cr_assert_not_null(bounce);
+    cr_expect_eq(bounce->max_attempts, 1);
+    cr_expect_eq(bounce->backoff_base_ms, SQ_DEFAULT_BACKOFF_BASE_MS);
+    cr_expect_eq(bounce->backoff_cap_ms, SQ_DEFAULT_BACKOFF_CAP_MS);
+    cr_expect_eq(bounce->lease_ms, 0, "no lease key: the host's lease");
+    cr_expect_eq(bounce->timeout_ms, 0, "no timeout key: no timeout");
+    cr_expect_null(sq_config_kind(cfg, "mail"));
+
+    char err[512];
+    cr_expect(sq_config_check_runnable(cfg, err, sizeof err), "%s", err);
+    sq_config_free(cfg);
+}
+
+Test(config, defaults_when_sections_are_absent, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("min.ini", "[queue default]\n");
+    cr_expect_eq(cfg->ndb, 0);
+    cr_expect_null(cfg->host_name);
+    cr_expect_eq(cfg->poll_ms, 1000);
+    cr_expect_eq(cfg->lease_ms, 30000);
+    cr_expect_eq(cfg->heartbeat_ms, 10000);
+    cr_expect_eq(cfg->grace_ms, 30000);
+    cr_expect_eq(cfg->log_level, SQ_LOG_INFO);
+    cr_expect_eq(cfg->nplugins, 0);
+    cr_expect_eq(cfg->nkinds, 0);
+    sq_config_free(cfg);
+}
+
+Test(config, duration_spellings, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("dur.ini",
+                                    "[host]\n"
+                                    "poll_interval = 1.5s\n"
+                                    "lease = 2\n"
+                                    "heartbeat = 100ms\n"
+                                    "shutdown_grace = 0\n"
+                                    "[kind k]\n"
+                                    "backoff_base = 0ms\n"
+                                    "backoff_cap = 2d\n");
+    cr_expect_eq(cfg->poll_ms, 1500);
+    cr_expect_eq(cfg->lease_ms, 2000, "a bare number is seconds");
+    cr_expect_eq(cfg->heartbeat_ms, 100);
+    cr_expect_eq(cfg->grace_ms, 0);
+    const struct sq_kind_conf *k = sq_config_kind(cfg, "k");
+    cr_assert_not_null(k);
+    cr_expect_eq(k->backoff_base_ms, 0);
+    cr_expect_eq(k->backoff_cap_ms, 2LL * 86400 * 1000);
+    sq_config_free(cfg);
+}
+
+Test(config, database_url_becomes_dbname_and_marks_a_password, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("url.ini", "[database]\n"
+                                               "url = postgresql://u:secret@db.example.com/jobs\n"
+                                               "application_name = app\n");
+    cr_assert_eq(cfg->ndb, 2);
+    cr_expect_str_eq(cfg->db[0].key, "dbname");
+    cr_expect_str_eq(cfg->db[0].value, "postgresql://u:secret@db.example.com/jobs");
+    cr_expect_str_eq(cfg->db[1].key, "application_name");
+    cr_expect(cfg->db_has_password);
+    sq_config_free(cfg);
+}
+
+Test(config, bom_and_crlf_parse_fine, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("crlf.ini", "\xEF\xBB\xBF[host]\r\n"
+                                                "name = crlf-box\r\n"
+                                                "lease = 20s\r\n"
+                                                "\r\n"
+                                                "[plugin p]\r\n"
+                                                "path = /opt/p.so\r\n"
+                                                "[queue q]\r\n"
+                                                "kinds = a, b\r\n");
+    cr_expect_str_eq(cfg->host_name, "crlf-box");
+    cr_expect_eq(cfg->lease_ms, 20000);
+    cr_assert_eq(cfg->nplugins, 1);
+    cr_expect_str_eq(cfg->plugins[0].path, "/opt/p.so", "CR left in the value: \"%s\"", cfg->plugins[0].path);
+    cr_expect_eq(cfg->plugins[0].line, 5);
+    const struct sq_group_conf *q = group(cfg, "q");
+    cr_assert_eq(q->nkinds, 2);
+    cr_expect_str_eq(q->kinds[1], "b");
+    sq_config_free(cfg);
+}
+
+Test(config, crlf_errors_keep_the_users_line_numbers, .timeout = 60)
+{
+    expect_error("crlf_bad.ini", "\xEF\xBB\xBF[host]\r\nname = x\r\nleese = 20s\r\n", 3, "unknown key \"leese\"",
+                 "[host]", NULL);
+}
+
+Test(config, indented_key_is_its_own_key_not_a_continuation, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("indent.ini", "[plugin p]\n"
+                                                  "path = /opt/p.so\n"
+                                                  "    color = blue\n"
+                                                  "[queue q]\n"
+                                                  "kinds = a\n"
+                                                  "\tthreads = 3\n");
+    const struct sq_plugin_conf *p = plugin(cfg, "p");
+    cr_expect_str_eq(p->path, "/opt/p.so");
+    cr_expect_eq(p->nkv, 2);
+    cr_expect_str_eq(plugin_value(p, "color"), "blue");
+    const struct sq_group_conf *q = group(cfg, "q");
+    cr_assert_eq(q->nkinds, 1);
+    cr_expect_str_eq(q->kinds[0], "a");
+    cr_expect_eq(q->threads, 3);
+    sq_config_free(cfg);
+}
+
+Test(config, indented_line_without_equals_is_an_error, .timeout = 60)
+{
+    /* with continuations this would silently become part of path */
+    expect_error("indent_bad.ini", "[plugin p]\npath = /opt/p.so\n    /more.so\n", 3, "key = value", NULL, NULL);
+}
+
+Test(config, a_190_character_line_is_accepted, .timeout = 60)
+{
+    char text[512];
+    char value[200];
+    /* "k = " is 4 characters: 186 more make exactly 190 */
+    memset(value, 'v', 186);
+    value[186] = '\0';
+    snprintf(text, sizeof text, "[plugin p]\npath = /opt/p.so\nk = %s\n", value);
+    struct sq_config *cfg = load_ok("line190.ini", text);
+    const char *v = plugin_value(plugin(cfg, "p"), "k");
+    cr_assert_not_null(v);
+    cr_expect_str_eq(v, value, "a 190-character line came back changed");
+    sq_config_free(cfg);
+}
+
+/* ---- errors: exact FILE:LINE: prefix and a message naming the problem ---- */
+
+Test(config, unknown_key_in_database, .timeout = 60)
+{
+    expect_error("e.ini", "[database]\nhost = x\npasword = s\n", 3, "unknown key \"pasword\"", "[database]", NULL);
+}
+
+Test(config, unknown_key_in_host, .timeout = 60)
+{
+    expect_error("e.ini", "[database]\nhost = x\n\n[host]\nname = a\nthreads = 3\n", 6, "unknown key \"threads\"",
+                 "[host]", NULL);
+}
+
+Test(config, unknown_key_in_queue, .timeout = 60)
+{
+    expect_error("e.ini", "[queue mail]\nthreads = 2\nkind = a\n", 3, "unknown key \"kind\"", "[queue mail]", NULL);
+}
+
+Test(config, unknown_key_in_kind, .timeout = 60)
+{
+    expect_error("e.ini", "[kind mail.send]\nmax_attempts = 3\nmax_attempt = 4\n", 3, "unknown key \"max_attempt\"",
+                 "[kind mail.send]", NULL);
+}
+
+Test(config, unknown_section, .timeout = 60)
+{
+    expect_error("e.ini", "[host]\nname = a\n[hosts]\nname = b\n", 4, "unknown section [hosts]", NULL, NULL);
+}
+
+Test(config, section_word_without_a_name_is_unknown, .timeout = 60)
+{
+    expect_error("e.ini", "[queue]\nthreads = 2\n", 2, "unknown section [queue]", NULL, NULL);
+}
+
+Test(config, missing_equals, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nthreads 4\n", 2, "expected \"key = value\"", NULL, NULL);
+}
+
+Test(config, colon_is_not_a_separator, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nthreads: 4\n", 2, "expected \"key = value\"", NULL, NULL);
+}
+
+Test(config, duplicate_key, .timeout = 60)
+{
+    expect_error("e.ini", "[host]\nlease = 30s\nname = a\nlease = 60s\n", 4, "duplicate key \"lease\"", "[host]",
+                 NULL);
+}
+
+Test(config, duplicate_key_in_plugin_section, .timeout = 60)
+{
+    expect_error("e.ini", "[plugin p]\npath = /a.so\npath = /b.so\n", 3, "duplicate key \"path\"", "[plugin p]",
+                 NULL);
+}
+
+Test(config, duplicate_section, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nthreads = 2\n\n[kind k]\nmax_attempts = 2\n[queue q]\nthreads = 5\n", 6,
+                 "duplicate section [queue q]", "first at line 1", NULL);
+}
+
+Test(config, duplicate_section_spelled_with_two_spaces, .timeout = 60)
+{
+    /* "[queue  q]" configures the same queue as "[queue q]": a second
+     * threads line must not silently override the first */
+    expect_error("e.ini", "[queue q]\nthreads = 2\n[queue  q]\nthreads = 5\n", 3, "q", NULL, NULL);
+}
+
+Test(config, line_longer_than_190, .timeout = 60)
+{
+    char text[512];
+    char value[200];
+    memset(value, 'v', 187); /* "k = " + 187 = 191 characters */
+    value[187] = '\0';
+    snprintf(text, sizeof text, "[plugin p]\npath = /opt/p.so\n\nk = %s\n", value);
+    expect_error("long.ini", text, 4, "191 characters", "190", NULL);
+}
+
+Test(config, line_longer_than_inih_buffer, .timeout = 60)
+{
+    /* 250 characters: inih alone would split this into two lines */
+    char text[600];
+    char value[300];
+    memset(value, 'v', 244); /* "url = " + 244 = 250 characters */
+    value[244] = '\0';
+    snprintf(text, sizeof text, "[database]\nurl = %s\n", value);
+    expect_error("long2.ini", text, 2, "250 characters", "190", NULL);
+}
+
+Test(config, key_outside_any_section, .timeout = 60)
+{
+    expect_error("e.ini", "; header comment\nlease = 30s\n[host]\nname = a\n", 2, "\"lease\"", "outside any [section]",
+                 NULL);
+}
+
+Test(config, threads_zero, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nthreads = 0\n", 2, "threads", "\"0\"", "1 to 256");
+}
+
+Test(config, threads_too_many, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nkinds = a\nthreads = 100000\n", 3, "threads", "\"100000\"", "1 to 256");
+}
+
+Test(config, threads_not_a_number, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nthreads = abc\n", 2, "threads", "\"abc\"", NULL);
+}
+
+Test(config, threads_trailing_garbage, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nthreads = 4x\n", 2, "threads", "\"4x\"", NULL);
+}
+
+Test(config, bad_duration, .timeout = 60)
+{
+    expect_error("e.ini", "[host]\nname = a\nlease = 30 seconds\n", 3, "lease", "\"30 seconds\"",
+                 "is not a duration");
+}
+
+Test(config, negative_duration, .timeout = 60)
+{
+    expect_error("e.ini", "[kind k]\nbackoff_base = -5s\n", 2, "backoff_base", "\"-5s\"", "is not a duration");
+}
+
+Test(config, unknown_duration_unit, .timeout = 60)
+{
+    expect_error("e.ini", "[host]\npoll_interval = 5x\n", 2, "poll_interval", "\"5x\"", NULL);
+}
+
+Test(config, host_lease_below_minimum, .timeout = 60)
+{
+    expect_error("e.ini", "[host]\nlease = 500ms\n", 2, "lease", "too short", NULL);
+}
+
+Test(config, bad_log_level, .timeout = 60)
+{
+    expect_error("e.ini", "[host]\nlog_level = loud\n", 2, "log_level", "\"loud\"", NULL);
+}
+
+Test(config, heartbeat_not_shorter_than_lease, .timeout = 60)
+{
+    /* the file and the [host] section's line, like every other semantic error */
+    expect_error("e.ini", "[database]\nhost = x\n[host]\nlease = 10s\nheartbeat = 10s\n", 3, "heartbeat", "lease",
+                 NULL);
+}
+
+Test(config, heartbeat_versus_default_lease_names_both, .timeout = 60)
+{
+    char err[1024];
+    struct sq_config *cfg = load_text("e.ini", "[host]\nheartbeat = 45s\n", err, sizeof err, NULL);
+    cr_assert_null(cfg);
+    cr_expect_not_null(strstr(err, "45000ms"), "%s", err);
+    cr_expect_not_null(strstr(err, "30000ms"), "%s", err);
+}
+
+Test(config, kind_lease_not_longer_than_heartbeat, .timeout = 60)
+{
+    expect_error("e.ini", "[host]\nheartbeat = 5s\nlease = 60s\n\n[kind slow]\nmax_attempts = 2\nlease = 5s\n", 5,
+                 "[kind slow]", "lease must be longer than [host] heartbeat", "5000ms");
+}
+
+Test(config, backoff_base_larger_than_cap, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nthreads = 1\n[kind k]\nbackoff_base = 10m\nbackoff_cap = 1m\n", 3, "[kind k]",
+                 "backoff_base", "backoff_cap");
+}
+
+Test(config, missing_file_names_the_path, .timeout = 60)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/does-not-exist.ini", th_tmpdir());
+    char err[1024];
+    struct sq_config *cfg = sq_config_load(path, err, sizeof err);
+    cr_assert_null(cfg);
+    char prefix[700];
+    snprintf(prefix, sizeof prefix, "%s: ", path);
+    cr_expect(strncmp(err, prefix, strlen(prefix)) == 0, "\"%s\" does not start with \"%s\"", err, prefix);
+    cr_expect_not_null(strstr(err, "No such file"), "%s", err);
+}
+
+Test(config, plugin_section_without_path, .timeout = 60)
+{
+    expect_error("e.ini", "[host]\nname = a\n\n[plugin mail]\nsmtp_host = x\n", 4, "[plugin mail]", "no path", NULL);
+}
+
+Test(config, empty_plugin_section_is_not_ignored, .timeout = 60)
+{
+    /* a [plugin NAME] header alone still asks for a plugin: it has no path */
+    expect_error("e.ini", "[host]\nname = a\n\n[plugin mail]\n\n[queue q]\nthreads = 1\n", 4, "[plugin mail]",
+                 "no path", NULL);
+}
+
+Test(config, plugin_path_empty, .timeout = 60)
+{
+    expect_error("e.ini", "[plugin p]\npath =\n", 2, "[plugin p]", "path must not be empty", NULL);
+}
+
+Test(config, empty_queue_section_serves_the_queue, .timeout = 60)
+{
+    /* [queue NAME] alone means one thread serving every kind, as documented
+     * by the defaults (threads = 1, no kinds key); it must not vanish */
+    struct sq_config *cfg = load_ok("emptyq.ini", "[queue bulk]\n\n[queue mail]\nthreads = 2\n");
+    cr_expect_eq(cfg->ngroups, 2, "[queue bulk] without keys was dropped: %zu group(s)", cfg->ngroups);
+    sq_config_free(cfg);
+}
+
+Test(config, bad_kind_name_in_queue_kinds, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nkinds = a, b c\n", 2, "\"b c\"", "not a valid kind name", NULL);
+}
+
+Test(config, empty_kinds_list, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nkinds = ,\n", 2, "kinds", "empty list", NULL);
+}
+
+Test(config, invalid_queue_name, .timeout = 60)
+{
+    expect_error("e.ini", "[queue mail/out]\nthreads = 1\n", 2, "[queue mail/out]", NULL, NULL);
+}
+
+Test(config, section_header_without_closing_bracket, .timeout = 60)
+{
+    expect_error("e.ini", "[host]\nname = a\n[queue q\nthreads = 1\n", 3, "']'", NULL, NULL);
+}
+
+Test(config, max_attempts_zero, .timeout = 60)
+{
+    expect_error("e.ini", "[kind k]\nmax_attempts = 0\n", 2, "max_attempts", "\"0\"", NULL);
+}
+
+Test(config, runnable_needs_plugins_and_queues, .timeout = 60)
+{
+    char err[512];
+    struct sq_config *cfg = load_ok("noplug.ini", "[queue q]\nthreads = 1\n");
+    cr_expect_not(sq_config_check_runnable(cfg, err, sizeof err));
+    cr_expect_not_null(strstr(err, "[plugin NAME]"), "%s", err);
+    sq_config_free(cfg);
+
+    cfg = load_ok("noqueue.ini", "[plugin p]\npath = /opt/p.so\n");
+    cr_expect_not(sq_config_check_runnable(cfg, err, sizeof err));
+    cr_expect_not_null(strstr(err, "[queue NAME]"), "%s", err);
+    sq_config_free(cfg);
+
+    cfg = load_ok("toomany.ini", "[plugin p]\npath = /opt/p.so\n[queue a]\nthreads = 200\n[queue b]\nthreads = 57\n");
+    cr_expect_not(sq_config_check_runnable(cfg, err, sizeof err));
+    cr_expect_not_null(strstr(err, "257 threads"), "%s", err);
+    sq_config_free(cfg);
+}
