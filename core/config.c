@@ -212,6 +212,7 @@ static struct sq_group_conf *group_section(struct parse_ctx *c, const char *name
     memset(g, 0, sizeof *g);
     g->queue = strdup(name);
     g->threads = 1;
+    g->batch = 1;
     g->line = c->cur_line;
     return g;
 }
@@ -251,6 +252,13 @@ static bool handle_queue(struct parse_ctx *c, const char *name, const char *key,
         if (!sq_parse_int(value, 1, SQ_MAX_THREADS, &v))
             return fail(c, "[%s] threads: \"%s\" must be a whole number from 1 to %d", sect, value, SQ_MAX_THREADS);
         g->threads = (int)v;
+        return true;
+    }
+    if (strcmp(key, "batch") == 0) {
+        int64_t v;
+        if (!sq_parse_int(value, 1, SQ_MAX_BATCH, &v))
+            return fail(c, "[%s] batch: \"%s\" must be a whole number from 1 to %d", sect, value, SQ_MAX_BATCH);
+        g->batch = (int)v;
         return true;
     }
     if (strcmp(key, "kinds") == 0)

@@ -8,6 +8,7 @@
 
 #define SQ_CONFIG_MAX_LINE 190 /* longest line we accept; inih cuts at 197 */
 #define SQ_MAX_THREADS 256
+#define SQ_MAX_BATCH 1000
 
 struct sq_kv {
     char *key;
@@ -26,6 +27,7 @@ struct sq_plugin_conf {
 struct sq_group_conf {
     char *queue;
     int threads;
+    int batch;    /* most jobs a thread claims per round trip */
     char **kinds; /* NULL: every kind a plugin registered */
     size_t nkinds;
     int line;

@@ -69,6 +69,7 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
         struct sq_group *g = &h->groups[i];
         g->queue = gc->queue;
         g->threads = gc->threads;
+        g->batch = gc->batch;
         size_t n = gc->kinds ? gc->nkinds : nall;
         g->kinds = calloc(n ? n : 1, sizeof *g->kinds);
         int64_t *leases = calloc(n ? n : 1, sizeof *leases);
@@ -113,7 +114,6 @@ static bool start_threads(struct sq_host *h)
     if (!h->workers)
         return false;
     h->nworkers = total;
-    atomic_store(&h->running, total);
     int idx = 0;
     for (size_t i = 0; i < h->ngroups; i++) {
         for (int t = 0; t < h->groups[i].threads; t++, idx++) {
@@ -123,8 +123,13 @@ static bool start_threads(struct sq_host *h)
             w->group = &h->groups[i];
             snprintf(w->name, sizeof w->name, "w%d", idx);
             snprintf(w->ident, sizeof w->ident, "%s:%d:%s", h->name, (int)getpid(), w->name);
+            w->nslots = w->group->batch;
+            w->slots = calloc((size_t)w->nslots, sizeof *w->slots);
+            if (!w->slots)
+                return false;
         }
     }
+    atomic_store(&h->running, total);
     if (pthread_create(&h->heartbeat, NULL, sq_heartbeat_main, h) != 0) {
         atomic_store(&h->running, 0);
         return false;
@@ -144,16 +149,22 @@ static bool start_threads(struct sq_host *h)
 /* Grace ran out: ask handlers to stop and give their jobs back now. */
 static void release_running(struct sq_host *h)
 {
-    int64_t *ids = calloc((size_t)h->nworkers + 1, sizeof *ids);
-    int64_t *execs = calloc((size_t)h->nworkers + 1, sizeof *execs);
+    size_t cap = 1;
+    for (int i = 0; i < h->nworkers; i++)
+        cap += (size_t)h->workers[i].nslots;
+    int64_t *ids = calloc(cap, sizeof *ids);
+    int64_t *execs = calloc(cap, sizeof *execs);
     size_t n = 0;
     pthread_mutex_lock(&h->slots_lock);
     for (int i = 0; ids && execs && i < h->nworkers; i++) {
-        atomic_store(&h->workers[i].stop_job, 1);
-        if (h->workers[i].slot.job_id) {
-            ids[n] = h->workers[i].slot.job_id;
-            execs[n] = h->workers[i].slot.execution_id;
-            n++;
+        for (int k = 0; k < h->workers[i].nslots; k++) {
+            struct sq_slot *sl = &h->workers[i].slots[k];
+            atomic_store(&sl->stop, 1);
+            if (sl->job_id) {
+                ids[n] = sl->job_id;
+                execs[n] = sl->execution_id;
+                n++;
+            }
         }
     }
     pthread_mutex_unlock(&h->slots_lock);
@@ -221,6 +232,8 @@ static void host_free(struct sq_host *h)
         free(h->groups[i].leases_array);
     }
     free(h->groups);
+    for (int i = 0; i < h->nworkers; i++)
+        free(h->workers[i].slots);
     free(h->workers);
     sq_plugins_unload(h->plugins);
     sq_dbparams_free(&h->params);
@@ -283,8 +296,8 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         goto join;
     }
     for (size_t i = 0; i < h->ngroups; i++)
-        log_info("queue \"%s\": %d thread(s), kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
-                 h->groups[i].threads, h->groups[i].kinds_array, cfg->lease_ms);
+        log_info("queue \"%s\": %d thread(s), batch %d, kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
+                 h->groups[i].threads, h->groups[i].batch, h->groups[i].kinds_array, cfg->lease_ms);
     log_info("skipq %s started as %s (pid %d): %d worker thread(s), heartbeat every %" PRId64 "ms", SKIPQ_VERSION,
              h->name, (int)getpid(), h->nworkers, cfg->heartbeat_ms);
     rc = signal_loop(h, &set);

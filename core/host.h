@@ -21,16 +21,22 @@ struct sq_group {
     char *kinds_array;  /* the same as a PostgreSQL text[] literal */
     char *leases_array; /* lease per kind (ms), int8[] literal */
     int threads;
+    int batch;          /* most jobs one thread claims at once */
 };
 
-/* What the heartbeat thread knows of a worker's current job. */
+/*
+ * A job a worker holds: claimed, running, or finished with its outcome not
+ * yet recorded. The heartbeat renews the leases of every occupied slot.
+ * Fields are guarded by host->slots_lock, except `stop`.
+ */
 struct sq_slot {
-    int64_t job_id; /* 0: idle */
+    int64_t job_id; /* 0: free */
     int64_t execution_id;
     int64_t lease_ms;
     int64_t lease_deadline; /* monotonic ms: past it, assume the lease is lost */
     int64_t timeout_at;     /* monotonic ms of the kind's timeout; 0: none */
     bool timed_out;         /* past timeout_at: lease no longer renewed */
+    atomic_int stop;        /* the handler should stop (lease lost, timeout, shutdown) */
 };
 
 struct sq_worker {
@@ -41,8 +47,8 @@ struct sq_worker {
     bool started;
     char name[16];
     char ident[160]; /* host:pid:tN, stored in locked_by and job_executions */
-    struct sq_slot slot;   /* guarded by host->slots_lock */
-    atomic_int stop_job;   /* set by heartbeat / shutdown: handler should stop */
+    struct sq_slot *slots; /* group->batch of them */
+    int nslots;
 };
 
 struct sq_host {

@@ -115,12 +115,65 @@ static const char RELEASE_SQL[] =
     "   FROM r WHERE e.id = r.eid"
     " RETURNING e.id";
 
+/*
+ * One round trip per worker cycle: record the outcomes of the jobs the
+ * worker finished ($6..$10: id, execution id, outcome 0 done / 1 retry /
+ * 2 fail, retry delay ms, error) -- each fenced like DONE_SQL and FAIL_SQL --
+ * and claim up to $5 more exactly as CLAIM_SQL does. Both halves touch
+ * disjoint rows (running vs pending), so one snapshot serves both.
+ * Rows tagged 'f' are the outcomes that applied (absent: fenced); rows
+ * tagged 'c' are the new claims.
+ */
+static const char CYCLE_SQL[] =
+    "WITH fin AS MATERIALIZED ("
+    "  SELECT * FROM unnest($6::int8[], $7::int8[], $8::int2[], $9::int8[], $10::text[])"
+    "         AS f(id, eid, outcome, delay_ms, err)"
+    "), upd AS ("
+    "  UPDATE skipq.jobs j SET"
+    "     status = CASE WHEN f.outcome = 0 THEN 'done'"
+    "                   WHEN f.outcome = 2 OR j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,"
+    "     run_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts"
+    "                   THEN now() + f.delay_ms * interval '1 millisecond' ELSE j.run_at END,"
+    "     finished_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts THEN NULL ELSE now() END,"
+    "     lease_expires_at = NULL,"
+    "     last_error = CASE WHEN f.outcome = 0 THEN j.last_error ELSE f.err END"
+    "   FROM fin f"
+    "   WHERE j.id = f.id AND j.current_execution_id = f.eid AND j.status = 'running'"
+    "  RETURNING j.id, f.eid, j.status, f.err"
+    "), exe AS ("
+    "  UPDATE skipq.job_executions e"
+    "     SET status = CASE u.status WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'retry' END,"
+    "         finished_at = now(), error = CASE WHEN u.status = 'done' THEN NULL ELSE u.err END"
+    "    FROM upd u WHERE e.id = u.eid"
+    "), pick AS MATERIALIZED ("
+    "  SELECT id, attempts FROM skipq.jobs"
+    "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND kind = ANY($2::text[])"
+    "   ORDER BY priority DESC, run_at, id"
+    "   LIMIT $5"
+    "   FOR NO KEY UPDATE SKIP LOCKED"
+    "), ins AS ("
+    "  INSERT INTO skipq.job_executions (job_id, attempt, worker)"
+    "  SELECT id, attempts + 1, $4 FROM pick"
+    "  RETURNING id, job_id, attempt"
+    "), claimed AS ("
+    "  UPDATE skipq.jobs j"
+    "     SET status = 'running', attempts = ins.attempt, locked_by = $4, current_execution_id = ins.id,"
+    "         lease_expires_at = now() + interval '1 millisecond' *"
+    "           (SELECT l.ms FROM unnest($2::text[], $3::int8[]) AS l(kind, ms) WHERE l.kind = j.kind LIMIT 1)"
+    "    FROM ins WHERE j.id = ins.job_id"
+    "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::text AS payload, ins.attempt, j.max_attempts"
+    ")"
+    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
+    " UNION ALL"
+    " SELECT 'f', id, eid, NULL, NULL, NULL, NULL, status FROM upd";
+
 static const struct {
     const char *name;
     const char *sql;
 } statements[] = {
     {"sq_claim", CLAIM_SQL},         {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
     {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
+    {"sq_cycle", CYCLE_SQL},
 };
 
 bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen)
@@ -230,6 +283,78 @@ enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, b
     snprintf(d, sizeof d, "%" PRId64, delay_ms < 0 ? 0 : delay_ms);
     const char *params[5] = {a, b, permanent ? "true" : "false", d, error};
     return run_complete(conn, "sq_fail", 5, params, err, errlen);
+}
+
+int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
+                   const char *worker, int limit, const struct sq_outcomes *done, struct sq_claimed *out,
+                   char *applied, char *err, size_t errlen)
+{
+    char lim[16];
+    snprintf(lim, sizeof lim, "%d", limit);
+    int64_t *outcome64 = malloc((done->n ? done->n : 1) * sizeof *outcome64);
+    char *ids = sq_int8_array(done->ids, done->n), *execs = sq_int8_array(done->execs, done->n);
+    char *delays = sq_int8_array(done->delays, done->n);
+    char *errors = sq_text_array((const char *const *)done->errors, done->n);
+    char *outcomes = NULL;
+    int n = -1;
+    if (outcome64) {
+        for (size_t i = 0; i < done->n; i++)
+            outcome64[i] = done->outcomes[i];
+        outcomes = sq_int8_array(outcome64, done->n);
+    }
+    if (!ids || !execs || !delays || !errors || !outcomes) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    const char *params[10] = {queue, kinds_array, leases_array, worker, lim, ids, execs, outcomes, delays, errors};
+    PGresult *res = PQexecPrepared(conn, "sq_cycle", 10, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        goto out;
+    }
+    for (size_t i = 0; i < done->n; i++)
+        applied[i] = 0;
+    n = 0;
+    int rows = PQntuples(res);
+    for (int r = 0; r < rows; r++) {
+        if (PQgetvalue(res, r, 0)[0] == 'f') {
+            int64_t eid = strtoll(PQgetvalue(res, r, 2), NULL, 10);
+            const char *st = PQgetvalue(res, r, 7);
+            for (size_t i = 0; i < done->n; i++)
+                if (done->execs[i] == eid)
+                    applied[i] = st[0] == 'd' && st[1] == 'o' ? SQ_COMPLETE_DONE
+                                 : st[0] == 'd'               ? SQ_COMPLETE_DEAD
+                                                              : SQ_COMPLETE_RETRY;
+            continue;
+        }
+        struct sq_claimed *c = &out[n];
+        c->id = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+        c->execution_id = strtoll(PQgetvalue(res, r, 2), NULL, 10);
+        c->kind = dup_n(PQgetvalue(res, r, 3), (size_t)PQgetlength(res, r, 3));
+        c->payload_len = (size_t)PQgetlength(res, r, 4);
+        c->payload = dup_n(PQgetvalue(res, r, 4), c->payload_len);
+        c->attempt = atoi(PQgetvalue(res, r, 5));
+        c->max_attempts = atoi(PQgetvalue(res, r, 6));
+        n++;
+        if (!c->kind || !c->payload) {
+            /* Committed claims we cannot hold: their leases will expire. */
+            for (int k = 0; k < n; k++)
+                sq_claimed_clear(&out[k]);
+            snprintf(err, errlen, "out of memory reading claimed jobs");
+            n = -1;
+            break;
+        }
+    }
+    PQclear(res);
+out:
+    free(outcome64);
+    free(ids);
+    free(execs);
+    free(delays);
+    free(errors);
+    free(outcomes);
+    return n;
 }
 
 char *sq_int8_array(const int64_t *v, size_t n)

@@ -44,6 +44,26 @@ enum sq_complete sq_queue_done(PGconn *conn, int64_t id, int64_t execution_id, c
 enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, bool permanent, int64_t delay_ms,
                                const char *error, char *err, size_t errlen);
 
+/* Outcomes of finished jobs, recorded in bulk by sq_queue_cycle(). */
+struct sq_outcomes {
+    int64_t *ids;
+    int64_t *execs;
+    short *outcomes;  /* skipq_outcome: 0 done, 1 retry, 2 fail */
+    int64_t *delays;  /* retry delay, ms */
+    char **errors;    /* "" for none */
+    size_t n;
+};
+
+/*
+ * One round trip: record `done` (fenced per job) and claim up to `limit`
+ * jobs as sq_queue_claim() does. applied[i] receives the sq_complete of
+ * done[i] (SQ_COMPLETE_FENCED if it changed nothing). Returns the number of
+ * jobs claimed, or -1 on error (nothing was recorded or claimed).
+ */
+int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
+                   const char *worker, int limit, const struct sq_outcomes *done, struct sq_claimed *out,
+                   char *applied, char *err, size_t errlen);
+
 /*
  * Extend the leases of the given running executions. On success returns the
  * number extended and sets extended[i] for each one still owned; an

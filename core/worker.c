@@ -3,9 +3,15 @@
  *
  * DESIGN
  * - A worker thread owns one PGconn for its whole life (re-made after a
- *   loss). It claims one job, runs its handler, completes it, repeats; when
- *   nothing is runnable it waits poll_interval on the host's condition
- *   variable, which shutdown broadcasts.
+ *   loss). Each cycle is one round trip (sq_queue_cycle): record the
+ *   outcomes of the jobs it just ran and claim the next ones -- one at a
+ *   time, or, when the backlog is deep, up to the group's `batch` (the claim
+ *   size doubles while claims come back full and falls back when they do
+ *   not, so a thread never hoards jobs it cannot start soon). When nothing
+ *   is runnable it waits poll_interval on the host's condition variable,
+ *   which shutdown broadcasts.
+ * - A finished job keeps its slot, and so its lease, until the cycle that
+ *   records its outcome has committed.
  * - A handler that never asks for the connection runs with no transaction
  *   open: the claim has committed, the completion is a second short
  *   statement. A handler that asks gets BEGIN on the worker's connection and
@@ -41,6 +47,7 @@
 struct job_ctx {
     skipq_job pub; /* first: handlers hold &pub */
     struct sq_worker *w;
+    struct sq_slot *slot;
     PGconn *conn;   /* the worker's connection (may break) */
     char error[SKIPQ_ERROR_SIZE];
     int64_t retry_ms; /* -1: the kind's backoff */
@@ -87,7 +94,7 @@ struct pg_conn *sq_job_conn(skipq_job *job)
 
 int sq_job_should_stop(const skipq_job *job)
 {
-    return atomic_load(&ctx_of(job)->w->stop_job) != 0;
+    return atomic_load(&ctx_of(job)->slot->stop) != 0;
 }
 
 void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap)
@@ -187,23 +194,47 @@ static PGconn *reconnect(struct sq_host *h, const char *who, bool until_stop)
     }
 }
 
-static void set_slot(struct sq_worker *w, int64_t job_id, int64_t exec_id, int64_t lease_ms, int64_t timeout_ms)
+/* Occupy slot k with a claimed job (its timeout starts when it runs). */
+static void take_slot(struct sq_worker *w, int k, const struct sq_claimed *c, int64_t lease_ms)
 {
-    int64_t now = sq_now_ms();
+    struct sq_slot *sl = &w->slots[k];
     pthread_mutex_lock(&w->host->slots_lock);
-    w->slot.job_id = job_id;
-    w->slot.execution_id = exec_id;
-    w->slot.lease_ms = lease_ms;
-    w->slot.lease_deadline = now + lease_ms;
-    w->slot.timeout_at = timeout_ms > 0 ? now + timeout_ms : 0;
-    w->slot.timed_out = false;
+    sl->job_id = c->id;
+    sl->execution_id = c->execution_id;
+    sl->lease_ms = lease_ms;
+    sl->lease_deadline = sq_now_ms() + lease_ms;
+    sl->timeout_at = 0;
+    sl->timed_out = false;
+    atomic_store(&sl->stop, 0);
     pthread_mutex_unlock(&w->host->slots_lock);
 }
 
-static bool slot_timed_out(struct sq_worker *w)
+static void start_timeout(struct sq_worker *w, int k, int64_t timeout_ms)
 {
     pthread_mutex_lock(&w->host->slots_lock);
-    bool t = w->slot.timed_out;
+    w->slots[k].timeout_at = timeout_ms > 0 ? sq_now_ms() + timeout_ms : 0;
+    pthread_mutex_unlock(&w->host->slots_lock);
+}
+
+static void free_slots(struct sq_worker *w)
+{
+    pthread_mutex_lock(&w->host->slots_lock);
+    for (int k = 0; k < w->nslots; k++)
+        w->slots[k].job_id = 0;
+    pthread_mutex_unlock(&w->host->slots_lock);
+}
+
+static void free_slot(struct sq_worker *w, int k)
+{
+    pthread_mutex_lock(&w->host->slots_lock);
+    w->slots[k].job_id = 0;
+    pthread_mutex_unlock(&w->host->slots_lock);
+}
+
+static bool slot_timed_out(struct sq_worker *w, int k)
+{
+    pthread_mutex_lock(&w->host->slots_lock);
+    bool t = w->slots[k].timed_out;
     pthread_mutex_unlock(&w->host->slots_lock);
     return t;
 }
@@ -331,10 +362,100 @@ static enum sq_complete complete_in_txn(struct sq_worker *w, PGconn **connp, con
     return SQ_COMPLETE_ERROR; /* not completed yet: the caller records the failure */
 }
 
-static void run_job(struct sq_worker *w, PGconn **connp, struct sq_claimed *c, uint32_t *seed)
+/* Outcomes waiting for the next cycle, with the jobs they belong to. */
+struct pending {
+    struct sq_outcomes o;
+    struct sq_claimed *jobs; /* moved in; freed once recorded */
+    char *applied;
+};
+
+static bool pending_init(struct pending *p, int cap)
+{
+    memset(p, 0, sizeof *p);
+    size_t n = (size_t)cap;
+    p->o.ids = calloc(n, sizeof *p->o.ids);
+    p->o.execs = calloc(n, sizeof *p->o.execs);
+    p->o.outcomes = calloc(n, sizeof *p->o.outcomes);
+    p->o.delays = calloc(n, sizeof *p->o.delays);
+    p->o.errors = calloc(n, sizeof *p->o.errors);
+    p->jobs = calloc(n, sizeof *p->jobs);
+    p->applied = calloc(n, 1);
+    return p->o.ids && p->o.execs && p->o.outcomes && p->o.delays && p->o.errors && p->jobs && p->applied;
+}
+
+static void pending_clear(struct pending *p)
+{
+    for (size_t i = 0; i < p->o.n; i++) {
+        free(p->o.errors[i]);
+        p->o.errors[i] = NULL;
+        sq_claimed_clear(&p->jobs[i]);
+    }
+    p->o.n = 0;
+}
+
+static void pending_free(struct pending *p)
+{
+    pending_clear(p);
+    free(p->o.ids);
+    free(p->o.execs);
+    free(p->o.outcomes);
+    free(p->o.delays);
+    free(p->o.errors);
+    free(p->jobs);
+    free(p->applied);
+}
+
+/* Queue an outcome for the next cycle; takes over *c. */
+static void pending_add(struct pending *p, struct sq_claimed *c, skipq_outcome out, int64_t delay_ms, const char *error)
+{
+    size_t i = p->o.n++;
+    p->o.ids[i] = c->id;
+    p->o.execs[i] = c->execution_id;
+    p->o.outcomes[i] = (short)out;
+    p->o.delays[i] = delay_ms;
+    p->o.errors[i] = strdup(out == SKIPQ_DONE ? "" : error);
+    if (!p->o.errors[i])
+        p->o.errors[i] = strdup("");
+    p->jobs[i] = *c;
+    memset(c, 0, sizeof *c);
+}
+
+static void pending_report(const struct pending *p)
+{
+    for (size_t i = 0; i < p->o.n; i++)
+        log_outcome(&p->jobs[i], (enum sq_complete)p->applied[i], p->o.errors[i] ? p->o.errors[i] : "");
+}
+
+/* The cycle statement failed for a reason other than the connection:
+ * record each outcome on its own so one bad row cannot block the rest. */
+static void pending_flush_one_by_one(struct sq_worker *w, PGconn **connp, struct pending *p)
+{
+    for (size_t i = 0; i < p->o.n; i++) {
+        enum sq_complete r = complete_autocommit(w, connp, &p->jobs[i], (skipq_outcome)p->o.outcomes[i],
+                                                 p->o.delays[i], p->o.errors[i]);
+        log_outcome(&p->jobs[i], r, p->o.errors[i]);
+    }
+    pending_clear(p);
+}
+
+/*
+ * Run the job held in slot k. Its outcome either goes to `pend` (recorded,
+ * with its slot freed, by the next cycle) or, for a handler that used the
+ * job's transaction, is committed here with the handler's writes.
+ */
+static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claimed *c, struct pending *pend,
+                    uint32_t *seed)
 {
     struct sq_host *h = w->host;
+    struct sq_slot *slot = &w->slots[k];
     const struct sq_handler *hd = sq_plugins_find(h->plugins, c->kind);
+    const struct sq_kind_conf *kc = sq_config_kind(h->cfg, c->kind);
+    if (atomic_load(&slot->stop)) {
+        log_warn("job %" PRId64 " (%s): lease lost before the handler started; not running it", c->id, c->kind);
+        free_slot(w, k);
+        sq_claimed_clear(c);
+        return;
+    }
     struct job_ctx ctx = {
         .pub = {.api = &sq_host_api,
                 .id = c->id,
@@ -346,12 +467,11 @@ static void run_job(struct sq_worker *w, PGconn **connp, struct sq_claimed *c, u
                 .attempt = c->attempt,
                 .max_attempts = c->max_attempts},
         .w = w,
+        .slot = slot,
         .conn = *connp,
         .retry_ms = -1,
     };
-    const struct sq_kind_conf *kc = sq_config_kind(h->cfg, c->kind);
-    atomic_store(&w->stop_job, 0);
-    set_slot(w, c->id, c->execution_id, lease_for(h, c->kind), kc ? kc->timeout_ms : 0);
+    start_timeout(w, k, kc ? kc->timeout_ms : 0);
 
     skipq_outcome out;
     if (!hd) { /* cannot happen: the claim filters on registered kinds */
@@ -364,7 +484,7 @@ static void run_job(struct sq_worker *w, PGconn **connp, struct sq_claimed *c, u
             out = SKIPQ_RETRY;
         }
     }
-    if (out != SKIPQ_FAIL && slot_timed_out(w)) {
+    if (out != SKIPQ_FAIL && slot_timed_out(w, k)) {
         /* Past its timeout the attempt has failed, whatever the handler
          * says: its lease was no longer renewed and the job may already run
          * elsewhere. */
@@ -375,22 +495,48 @@ static void run_job(struct sq_worker *w, PGconn **connp, struct sq_claimed *c, u
         snprintf(ctx.error, sizeof ctx.error, "handler returned %s without an error message",
                  out == SKIPQ_FAIL ? "SKIPQ_FAIL" : "SKIPQ_RETRY");
 
-    enum sq_complete r = SQ_COMPLETE_ERROR;
     if (ctx.conn_broken) {
         PQfinish(*connp);
         *connp = NULL;
     } else if (ctx.in_txn) {
-        r = complete_in_txn(w, connp, c, &out, ctx.error, sizeof ctx.error);
+        enum sq_complete r = complete_in_txn(w, connp, c, &out, ctx.error, sizeof ctx.error);
+        if (r != SQ_COMPLETE_ERROR) {
+            log_outcome(c, r, ctx.error);
+            free_slot(w, k);
+            sq_claimed_clear(c);
+            return;
+        }
     }
-    if (r == SQ_COMPLETE_ERROR) {
-        int64_t delay = ctx.retry_ms;
-        if (delay < 0)
-            delay = sq_backoff_ms(c->attempt, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS,
-                                  kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
-        r = complete_autocommit(w, connp, c, out, delay, ctx.error);
+    int64_t delay = ctx.retry_ms;
+    if (delay < 0)
+        delay = sq_backoff_ms(c->attempt, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS,
+                              kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
+    pending_add(pend, c, out, delay, ctx.error);
+}
+
+/* Shutdown began with claimed jobs not started: give them back now. */
+static void release_unstarted(struct sq_worker *w, PGconn *conn, struct sq_claimed *jobs, int n)
+{
+    int64_t *ids = calloc((size_t)n, sizeof *ids), *execs = calloc((size_t)n, sizeof *execs);
+    char err[512];
+    for (int i = 0; ids && execs && i < n; i++) {
+        ids[i] = jobs[i].id;
+        execs[i] = jobs[i].execution_id;
     }
-    log_outcome(c, r, ctx.error);
-    set_slot(w, 0, 0, 0, 0);
+    if (ids && execs && conn && sq_queue_release(conn, ids, execs, (size_t)n, err, sizeof err) < 0)
+        log_warn("%s: could not release %d unstarted job(s); their leases will expire: %s", w->name, n, err);
+    for (int i = 0; i < n; i++)
+        sq_claimed_clear(&jobs[i]);
+    free(ids);
+    free(execs);
+}
+
+static void worker_exit(struct sq_host *h)
+{
+    pthread_mutex_lock(&h->lock);
+    atomic_fetch_sub(&h->running, 1);
+    pthread_cond_broadcast(&h->wake);
+    pthread_mutex_unlock(&h->lock);
 }
 
 void *sq_worker_main(void *arg)
@@ -401,35 +547,67 @@ void *sq_worker_main(void *arg)
     uint32_t seed = (uint32_t)(time(NULL) ^ (getpid() << 8) ^ (uint32_t)w->index * 2654435761u);
     char err[512];
     sq_log_set_thread(w->name);
+    int cap = w->nslots;
+    struct sq_claimed *claimed = calloc((size_t)cap, sizeof *claimed);
+    struct pending pend;
+    if (!claimed || !pending_init(&pend, cap)) {
+        log_error("%s: out of memory", w->name);
+        free(claimed);
+        pending_free(&pend);
+        worker_exit(h);
+        return NULL;
+    }
     PGconn *conn = NULL;
-    while (!atomic_load(&h->stopping)) {
-        if (!conn && !(conn = reconnect(h, w->name, true)))
+    int limit = 1;
+    for (;;) {
+        bool stopping = atomic_load(&h->stopping);
+        if (stopping && pend.o.n == 0)
             break;
-        struct sq_claimed c = {0};
-        int n = sq_queue_claim(conn, g->queue, g->kinds_array, g->leases_array, w->ident, 1, &c, err, sizeof err);
+        /* With outcomes to record, keep trying even while stopping: the
+         * main thread ends the process when the grace period is over. */
+        if (!conn && !(conn = reconnect(h, w->name, pend.o.n == 0)))
+            break;
+        int n = sq_queue_cycle(conn, g->queue, g->kinds_array, g->leases_array, w->ident, stopping ? 0 : limit,
+                               &pend.o, claimed, pend.applied, err, sizeof err);
         if (n < 0) {
             if (sq_db_conn_lost(conn, NULL)) {
-                log_warn("%s: connection lost while claiming: %s", w->name, err);
+                log_warn("%s: connection lost: %s", w->name, err);
                 PQfinish(conn);
                 conn = NULL;
-            } else {
-                log_error("%s: claim failed: %s", w->name, err);
-                sq_host_wait(h, h->cfg->poll_ms);
+                continue;
             }
-            continue;
-        }
-        if (n == 0) {
+            log_error("%s: claim failed: %s", w->name, err);
+            pending_flush_one_by_one(w, &conn, &pend);
+            free_slots(w);
             sq_host_wait(h, h->cfg->poll_ms);
             continue;
         }
-        run_job(w, &conn, &c, &seed);
-        sq_claimed_clear(&c);
+        pending_report(&pend);
+        pending_clear(&pend);
+        free_slots(w);
+        if (n == 0) {
+            limit = 1;
+            if (!stopping)
+                sq_host_wait(h, h->cfg->poll_ms);
+            continue;
+        }
+        /* Deep backlog: claim more next time; shallow: fewer. */
+        limit = n == limit ? (limit * 2 < cap ? limit * 2 : cap) : n;
+        for (int k = 0; k < n; k++)
+            take_slot(w, k, &claimed[k], lease_for(h, claimed[k].kind));
+        int k = 0;
+        for (; k < n && !atomic_load(&h->stopping); k++)
+            run_job(w, &conn, k, &claimed[k], &pend, &seed);
+        if (k < n) {
+            release_unstarted(w, conn, claimed + k, n - k);
+            for (int i = k; i < n; i++)
+                free_slot(w, i);
+        }
     }
     PQfinish(conn);
-    pthread_mutex_lock(&h->lock);
-    atomic_fetch_sub(&h->running, 1);
-    pthread_cond_broadcast(&h->wake);
-    pthread_mutex_unlock(&h->lock);
+    free(claimed);
+    pending_free(&pend);
+    worker_exit(h);
     return NULL;
 }
 
@@ -437,7 +615,7 @@ void *sq_worker_main(void *arg)
 
 struct hb_snapshot {
     int64_t *ids, *execs, *leases;
-    int *worker;
+    struct sq_slot **slot;
     bool *extended;
     size_t n;
 };
@@ -450,22 +628,24 @@ static void snapshot(struct sq_host *h, struct hb_snapshot *s)
     int64_t now = sq_now_ms();
     pthread_mutex_lock(&h->slots_lock);
     for (int i = 0; i < h->nworkers; i++) {
-        struct sq_slot *sl = &h->workers[i].slot;
-        if (!sl->job_id)
-            continue;
-        if (sl->timeout_at && now >= sl->timeout_at && !sl->timed_out) {
-            sl->timed_out = true;
-            atomic_store(&h->workers[i].stop_job, 1);
-            log_warn("job %" PRId64 ": past its kind's timeout; asking the handler to stop, lease not renewed",
-                     sl->job_id);
+        for (int k = 0; k < h->workers[i].nslots; k++) {
+            struct sq_slot *sl = &h->workers[i].slots[k];
+            if (!sl->job_id)
+                continue;
+            if (sl->timeout_at && now >= sl->timeout_at && !sl->timed_out) {
+                sl->timed_out = true;
+                atomic_store(&sl->stop, 1);
+                log_warn("job %" PRId64 ": past its kind's timeout; asking the handler to stop, lease not renewed",
+                         sl->job_id);
+            }
+            if (sl->timed_out)
+                continue;
+            s->ids[s->n] = sl->job_id;
+            s->execs[s->n] = sl->execution_id;
+            s->leases[s->n] = sl->lease_ms;
+            s->slot[s->n] = sl;
+            s->n++;
         }
-        if (sl->timed_out)
-            continue;
-        s->ids[s->n] = sl->job_id;
-        s->execs[s->n] = sl->execution_id;
-        s->leases[s->n] = sl->lease_ms;
-        s->worker[s->n] = i;
-        s->n++;
     }
     pthread_mutex_unlock(&h->slots_lock);
 }
@@ -475,13 +655,13 @@ static void apply_heartbeat(struct sq_host *h, struct hb_snapshot *s, bool ok, i
 {
     pthread_mutex_lock(&h->slots_lock);
     for (size_t i = 0; i < s->n; i++) {
-        struct sq_worker *w = &h->workers[s->worker[i]];
-        if (w->slot.execution_id != s->execs[i])
+        struct sq_slot *sl = s->slot[i];
+        if (sl->job_id != s->ids[i] || sl->execution_id != s->execs[i])
             continue; /* finished meanwhile */
         if (ok && s->extended[i]) {
-            w->slot.lease_deadline = sent_at + w->slot.lease_ms;
+            sl->lease_deadline = sent_at + sl->lease_ms;
         } else if (ok) {
-            if (!atomic_exchange(&w->stop_job, 1))
+            if (!atomic_exchange(&sl->stop, 1))
                 log_warn("job %" PRId64 ": lease lost (the job was reclaimed, released or finished elsewhere); "
                          "asking the handler to stop",
                          s->ids[i]);
@@ -489,10 +669,12 @@ static void apply_heartbeat(struct sq_host *h, struct hb_snapshot *s, bool ok, i
     }
     int64_t now = sq_now_ms();
     for (int i = 0; i < h->nworkers; i++) {
-        struct sq_worker *w = &h->workers[i];
-        if (w->slot.job_id && now > w->slot.lease_deadline && !atomic_exchange(&w->stop_job, 1))
-            log_warn("job %" PRId64 ": lease could not be renewed before it expired; asking the handler to stop",
-                     w->slot.job_id);
+        for (int k = 0; k < h->workers[i].nslots; k++) {
+            struct sq_slot *sl = &h->workers[i].slots[k];
+            if (sl->job_id && now > sl->lease_deadline && !atomic_exchange(&sl->stop, 1))
+                log_warn("job %" PRId64 ": lease could not be renewed before it expired; asking the handler to stop",
+                         sl->job_id);
+        }
     }
     pthread_mutex_unlock(&h->slots_lock);
 }
@@ -501,11 +683,13 @@ void *sq_heartbeat_main(void *arg)
 {
     struct sq_host *h = arg;
     sq_log_set_thread("hb");
-    size_t cap = (size_t)h->nworkers;
+    size_t cap = 1;
+    for (int i = 0; i < h->nworkers; i++)
+        cap += (size_t)h->workers[i].nslots;
     struct hb_snapshot s = {.ids = calloc(cap, sizeof(int64_t)),
                             .execs = calloc(cap, sizeof(int64_t)),
                             .leases = calloc(cap, sizeof(int64_t)),
-                            .worker = calloc(cap, sizeof(int)),
+                            .slot = calloc(cap, sizeof(struct sq_slot *)),
                             .extended = calloc(cap, sizeof(bool))};
     PGconn *conn = NULL;
     bool reported = false;
@@ -559,7 +743,7 @@ void *sq_heartbeat_main(void *arg)
     free(s.ids);
     free(s.execs);
     free(s.leases);
-    free(s.worker);
+    free(s.slot);
     free(s.extended);
     return NULL;
 }
