@@ -271,6 +271,32 @@ static void log_outcome(const struct sq_claimed *c, enum sq_complete r, const ch
     }
 }
 
+/*
+ * An outcome came back as changing nothing. Either another worker owns the
+ * job now (fenced), or this very outcome was committed by an earlier try
+ * whose reply was lost with the connection: only this worker ever marks its
+ * execution done, retry or dead (the sweep writes lost, shutdown
+ * interrupted), so the execution's status tells which.
+ */
+static enum sq_complete already_recorded(PGconn *conn, int64_t execution_id)
+{
+    char b[24];
+    snprintf(b, sizeof b, "%" PRId64, execution_id);
+    const char *params[1] = {b};
+    PGresult *res = PQexecParams(conn, "SELECT status FROM skipq.job_executions WHERE id = $1", 1, NULL, params,
+                                 NULL, NULL, 0);
+    enum sq_complete r = SQ_COMPLETE_FENCED;
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        const char *st = PQgetvalue(res, 0, 0);
+        r = strcmp(st, "done") == 0    ? SQ_COMPLETE_DONE
+            : strcmp(st, "retry") == 0 ? SQ_COMPLETE_RETRY
+            : strcmp(st, "dead") == 0  ? SQ_COMPLETE_DEAD
+                                       : SQ_COMPLETE_FENCED;
+    }
+    PQclear(res);
+    return r;
+}
+
 /* Autocommit completion, retried across reconnects: fencing makes a repeat
  * harmless (it changes nothing the second time). */
 static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp, const struct sq_claimed *c,
@@ -284,6 +310,8 @@ static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp,
                                  ? sq_queue_done(*connp, c->id, c->execution_id, err, sizeof err)
                                  : sq_queue_fail(*connp, c->id, c->execution_id, out == SKIPQ_FAIL, delay_ms,
                                                  error, err, sizeof err);
+        if (r == SQ_COMPLETE_FENCED && tries > 0)
+            return already_recorded(*connp, c->execution_id);
         if (r != SQ_COMPLETE_ERROR)
             return r;
         if (sq_db_conn_lost(*connp, NULL) || tries < 3) {
@@ -367,6 +395,7 @@ struct pending {
     struct sq_outcomes o;
     struct sq_claimed *jobs; /* moved in; freed once recorded */
     char *applied;
+    bool retried; /* a cycle carrying these outcomes failed once already */
 };
 
 static bool pending_init(struct pending *p, int cap)
@@ -391,6 +420,7 @@ static void pending_clear(struct pending *p)
         sq_claimed_clear(&p->jobs[i]);
     }
     p->o.n = 0;
+    p->retried = false;
 }
 
 static void pending_free(struct pending *p)
@@ -420,10 +450,14 @@ static void pending_add(struct pending *p, struct sq_claimed *c, skipq_outcome o
     memset(c, 0, sizeof *c);
 }
 
-static void pending_report(const struct pending *p)
+static void pending_report(PGconn *conn, const struct pending *p)
 {
-    for (size_t i = 0; i < p->o.n; i++)
-        log_outcome(&p->jobs[i], (enum sq_complete)p->applied[i], p->o.errors[i] ? p->o.errors[i] : "");
+    for (size_t i = 0; i < p->o.n; i++) {
+        enum sq_complete r = (enum sq_complete)p->applied[i];
+        if (r == SQ_COMPLETE_FENCED && p->retried)
+            r = already_recorded(conn, p->o.execs[i]);
+        log_outcome(&p->jobs[i], r, p->o.errors[i] ? p->o.errors[i] : "");
+    }
 }
 
 /* The cycle statement failed for a reason other than the connection:
@@ -574,6 +608,7 @@ void *sq_worker_main(void *arg)
                 log_warn("%s: connection lost: %s", w->name, err);
                 PQfinish(conn);
                 conn = NULL;
+                pend.retried = pend.o.n > 0;
                 continue;
             }
             log_error("%s: claim failed: %s", w->name, err);
@@ -582,7 +617,7 @@ void *sq_worker_main(void *arg)
             sq_host_wait(h, h->cfg->poll_ms);
             continue;
         }
-        pending_report(&pend);
+        pending_report(conn, &pend);
         pending_clear(&pend);
         free_slots(w);
         if (n == 0) {

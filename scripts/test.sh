@@ -51,7 +51,7 @@ for v in $variants; do
         export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0"
         export SKIPQ_CHILD_ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
         export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-        export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1"
+        export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:atexit_sleep_ms=0"
         if [ "$v" = tsan ]; then export SKIPQ_HAMMER_SCALE=${SKIPQ_HAMMER_SCALE:-0.3}; fi
         if [ -n "$regex" ]; then
             ctest --output-on-failure -R "$regex"

@@ -1,0 +1,538 @@
+/*
+ * test_faults.c -- faults with real host processes: kill -9, a host frozen
+ * past its lease (SIGSTOP), graceful and impatient shutdowns, and database
+ * connections cut under a working host.
+ *
+ * Times that matter are read on the database clock (started_at, now()).
+ * Only the bounded-time properties users rely on are asserted: orphans come
+ * back within lease + a few seconds, a SIGTERMed host exits within its grace
+ * (+ a margin), a second signal exits at once.
+ */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* ---- hosts ----------------------------------------------------------------------- */
+
+struct host {
+    const char *name;
+    char *ini;
+    pid_t pid; /* 0 once reaped */
+    int slot;  /* in live_pids */
+};
+
+#define MAX_HOSTS 8
+/* By value: a failed assertion leaves the test's stack (and its struct host)
+ * behind before the atexit handler runs. */
+static pid_t live_pids[MAX_HOSTS];
+static int n_live_hosts;
+
+/* A failed assertion ends the test: never leave hosts running (or stopped)
+ * behind it. */
+static void kill_leftover_hosts(void)
+{
+    for (int i = 0; i < n_live_hosts; i++) {
+        if (live_pids[i] > 0) {
+            kill(live_pids[i], SIGKILL);
+            waitpid(live_pids[i], NULL, 0);
+            live_pids[i] = 0;
+        }
+    }
+}
+
+/* In every child the test forks (hosts included): die with the test process.
+ * A Criterion timeout kills the test with SIGKILL, which runs no atexit
+ * handler; this keeps hosts from outliving it. */
+static void die_with_parent(void)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+static void host_start(struct host *h)
+{
+    if (n_live_hosts == 0) {
+        atexit(kill_leftover_hosts);
+        pthread_atfork(NULL, NULL, die_with_parent);
+    }
+    cr_assert_lt(n_live_hosts, MAX_HOSTS);
+    h->pid = th_host_start(h->ini);
+    h->slot = n_live_hosts;
+    live_pids[n_live_hosts++] = h->pid;
+}
+
+/* SIGTERM and wait; the exit status, or -1 if it had to be killed. */
+static int host_stop(struct host *h, int timeout_ms)
+{
+    int st = th_host_stop(h->pid, timeout_ms);
+    h->pid = live_pids[h->slot] = 0;
+    return st;
+}
+
+/* Wait for the host to exit on its own; exit status, -1 on timeout. */
+static int host_wait_exit(struct host *h, int timeout_ms)
+{
+    int st = th_wait_exit(h->pid, timeout_ms);
+    if (st != -1)
+        h->pid = live_pids[h->slot] = 0;
+    return st;
+}
+
+/* Exit status if the host has already exited (without reaping it), else -1. */
+static int host_exited(const struct host *h)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (h->pid <= 0 || waitid(P_PID, (id_t)h->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid != h->pid)
+        return -1;
+    return si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+}
+
+static char *slurp_log(const struct host *h)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s.log", h->ini);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static bool log_has(const struct host *h, const char *needle)
+{
+    char *log = slurp_log(h);
+    bool found = strstr(log, needle) != NULL;
+    free(log);
+    return found;
+}
+
+static bool wait_log(const struct host *h, const char *needle, int timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    while (!log_has(h, needle)) {
+        if (th_now_ms() > end)
+            return false;
+        usleep(20000);
+    }
+    return true;
+}
+
+/*
+ * Poll `sql` until it returns at least `want` or timeout_ms passes; returns
+ * the last value. Fails at once, with the log, if one of `hs` exits meanwhile.
+ */
+static long long wait_at_least(PGconn *conn, long long want, int timeout_ms, struct host *const *hs, int nh,
+                               const char *sql)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        long long v = th_scalar(conn, sql);
+        if (v >= want)
+            return v;
+        for (int i = 0; i < nh; i++) {
+            int st = host_exited(hs[i]);
+            if (st >= 0) {
+                char *log = slurp_log(hs[i]);
+                cr_assert_fail("host %s exited with status %d while waiting for %lld from: %s\n--- log ---\n%s",
+                               hs[i]->name, st, want, sql, log);
+            }
+        }
+        if (th_now_ms() > end)
+            return v;
+        usleep(20000);
+    }
+}
+
+/* Like th_host_ini, with the [host] timings chosen by the test. */
+static char *host_ini_timed(const struct th_db *db, const char *name, const char *lease, const char *grace,
+                            const char *extra)
+{
+    char buf[8192];
+    int n = snprintf(buf, sizeof buf,
+                     "[database]\nurl = %s\n\n"
+                     "[host]\npoll_interval = 50ms\nlease = %s\nheartbeat = 500ms\nshutdown_grace = %s\n"
+                     "log_level = info\nname = %s\n\n"
+                     "[plugin testkit]\npath = %s/testkit.so\n\n%s",
+                     db->conninfo, lease, grace, name, SKIPQ_PLUGIN_DIR, extra ? extra : "");
+    cr_assert_lt(n, (int)sizeof buf);
+    char file[128];
+    snprintf(file, sizeof file, "%s.ini", name);
+    return th_write_file(file, buf);
+}
+
+/*
+ * ThreadSanitizer sleeps atexit_sleep_ms (1 s by default) in every exit of an
+ * instrumented process, _exit included. That second is the sanitizer's, not
+ * skipq's: hosts started after this call skip it, so the exit-time bounds
+ * measure skipq in every build.
+ */
+static void no_tsan_exit_sleep(void)
+{
+    const char *o = getenv("TSAN_OPTIONS");
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s%satexit_sleep_ms=0", o && *o ? o : "", o && *o ? ":" : "");
+    setenv("TSAN_OPTIONS", buf, 1);
+}
+
+static const char CONNECTED_SQL[] = "SELECT count(*) FROM pg_stat_activity"
+                                    " WHERE application_name = 'skipq' AND datname = current_database()";
+static const char DONE_SQL[] = "SELECT count(*) FROM skipq.jobs WHERE status = 'done'";
+static const char RUNNING_SQL[] = "SELECT count(*) FROM skipq.job_executions WHERE status = 'running'";
+
+/* Every job has exactly one 'done' execution and none is left running. */
+static void assert_each_done_once(PGconn *c)
+{
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status <> 'done'"), 0, "a job is not done");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE"
+                              " (SELECT count(*) FROM skipq.job_executions e"
+                              "   WHERE e.job_id = j.id AND e.status = 'done') <> 1"),
+                 0, "some job has no done execution, or more than one");
+    cr_assert_eq(th_scalar(c, RUNNING_SQL), 0, "an execution was left 'running'");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j JOIN skipq.job_executions e"
+                              " ON e.id = j.current_execution_id AND e.job_id = j.id AND e.status = 'done'"),
+                 th_scalar(c, "SELECT count(*) FROM skipq.jobs"), "a job's current execution is not its done one");
+}
+
+/* ---- 1. kill -9 ------------------------------------------------------------------ */
+
+Test(faults, crash_kill9_orphans_recovered_after_lease, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    th_execf(c, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 4000}')) FROM generate_series(1, 20)");
+    struct host a = {.name = "crashA"}, b = {.name = "crashB"};
+    a.ini = th_host_ini(&db, a.name, NULL, NULL, "[queue default]\nthreads = 4\n");
+    struct host *as[] = {&a}, *bs[] = {&b};
+    host_start(&a);
+    cr_assert_eq(wait_at_least(c, 4, 30000, as, 1, RUNNING_SQL), 4, "host A never ran 4 jobs at once");
+
+    kill(a.pid, SIGKILL);
+    th_execf(c, "CREATE TEMP TABLE kill_time AS SELECT now() AS t");
+    cr_assert_eq(host_wait_exit(&a, 10000), 128 + SIGKILL);
+    /* A's sessions end once the server sees the sockets close; after that
+     * nothing A sent can still change a row. */
+    cr_assert_eq(th_wait_scalar(c, 0, 10000, CONNECTED_SQL), 0, "host A's sessions did not go away");
+    th_execf(c, "CREATE TEMP TABLE orphans AS SELECT job_id, id AS eid FROM skipq.job_executions"
+                " WHERE status = 'running'");
+    long long norphans = th_scalar(c, "SELECT count(*) FROM orphans");
+    cr_assert_gt(norphans, 0, "no job was running in A when it was killed");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j JOIN orphans o ON o.job_id = j.id"
+                              " WHERE j.status <> 'running' OR j.current_execution_id <> o.eid"),
+                 0, "the killed host's jobs should still be running (leased) right after the kill");
+
+    b.ini = th_host_ini(&db, b.name, NULL, NULL, "[queue default]\nthreads = 20\n");
+    host_start(&b);
+    cr_assert_eq(wait_at_least(c, 20, 60000, bs, 1, DONE_SQL), 20, "not all jobs done after the crash");
+    cr_assert_eq(host_stop(&b, 15000), 0, "host B did not stop cleanly");
+
+    assert_each_done_once(c);
+    /* The orphans: A's attempt 'lost', then B's 'done'; attempts = 2. */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j JOIN orphans o ON o.job_id = j.id"
+                              " WHERE j.attempts = 2 AND (SELECT string_agg(e.status || '@' ||"
+                              "   split_part(e.worker, ':', 1), ',' ORDER BY e.attempt)"
+                              "   FROM skipq.job_executions e WHERE e.job_id = j.id) = 'lost@crashA,done@crashB'"),
+                 norphans, "an orphaned job does not show lost (A) then done (B) with attempts = 2");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions e JOIN orphans o ON o.eid = e.id"
+                              " WHERE e.error LIKE '%lease%' AND e.finished_at IS NOT NULL"),
+                 norphans, "a lost execution does not say its lease expired");
+    /* Everything else ran once. */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE j.id NOT IN (SELECT job_id FROM orphans)"
+                              " AND (j.attempts <> 1 OR (SELECT count(*) FROM skipq.job_executions e"
+                              "   WHERE e.job_id = j.id) <> 1)"),
+                 0);
+    /* Recovered within lease (3 s) + 5 s of the kill, on the database clock. */
+    long long worst_ms = th_scalar(c, "SELECT (extract(epoch FROM max(e.started_at) - (SELECT t FROM kill_time))"
+                                      " * 1000)::bigint FROM skipq.job_executions e JOIN orphans o"
+                                      " ON o.job_id = e.job_id AND e.id <> o.eid");
+    fprintf(stderr, "[faults] crash: %lld orphan(s) re-claimed at most %lld ms after the kill\n", norphans, worst_ms);
+    cr_assert_lt(worst_ms, 3000 + 5000, "orphans re-claimed %lld ms after the kill (lease is 3 s)", worst_ms);
+    th_assert_clean_log(a.ini);
+    th_assert_clean_log(b.ini);
+}
+
+/* ---- 2. zombie fencing ------------------------------------------------------------ */
+
+Test(faults, sigstop_zombie_is_fenced, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    th_execf(c, "CREATE TABLE public.testkit_effects (job_id bigint, execution_id bigint)");
+    /* ignore_stop: once thawed, A goes on to write its effect and try to
+     * complete, instead of noticing the lost lease and giving up early. */
+    int64_t id = th_enqueue(c, "test", "{\"txn\": true, \"sleep_ms\": 1500, \"ignore_stop\": true}", NULL, 0, 0);
+    struct host a = {.name = "zombieA"}, b = {.name = "zombieB"};
+    a.ini = th_host_ini(&db, a.name, NULL, NULL, "[queue default]\nthreads = 1\n");
+    b.ini = th_host_ini(&db, b.name, NULL, NULL, "[queue default]\nthreads = 1\n");
+    struct host *as[] = {&a}, *bs[] = {&b};
+    host_start(&a);
+    cr_assert_eq(wait_at_least(c, 1, 30000, as, 1, RUNNING_SQL), 1, "host A never claimed the job");
+    kill(a.pid, SIGSTOP);
+    int64_t stopped_at = th_now_ms();
+    int64_t a_exec = th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id);
+    cr_assert_eq(th_scalarf(c,
+                            "SELECT count(*) FROM skipq.jobs WHERE id = %" PRId64
+                            " AND status = 'running' AND locked_by LIKE 'zombieA:%%'",
+                            id),
+                 1, "test setup: the job was no longer running in A when A was stopped");
+
+    host_start(&b);
+    /* B can only take the job once A's lease (3 s) has run out. */
+    cr_assert_eq(wait_at_least(c, 1, 30000, bs, 1, DONE_SQL), 1, "host B did not complete the job");
+    int64_t frozen = th_now_ms() - stopped_at;
+    cr_assert_gt(frozen, 3000, "B completed the job %lld ms after A froze, before A's 3 s lease ran out",
+                 (long long)frozen);
+
+    kill(a.pid, SIGCONT);
+    /* A's handler wakes, writes its effect in its transaction, and tries to
+     * mark the job done: fenced, so its transaction rolls back. */
+    cr_assert(wait_log(&a, "discarded", 30000), "host A never reported its result as discarded:\n%s", slurp_log(&a));
+    cr_assert(log_has(&a, "lease"), "A's log does not mention the lease");
+    cr_assert(log_has(&a, "rolled back"), "A's log does not say its transaction was rolled back");
+
+    int64_t b_exec = th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id);
+    cr_assert_neq(a_exec, b_exec);
+    cr_assert_eq(th_scalarf(c,
+                            "SELECT count(*) FROM skipq.job_executions WHERE id = %" PRId64
+                            " AND status = 'done' AND worker LIKE 'zombieB:%%'",
+                            b_exec),
+                 1, "the done execution is not B's");
+    cr_assert_eq(th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE id = %" PRId64 " AND status = 'lost'",
+                            a_exec),
+                 1, "A's execution is not 'lost'");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions"), 2);
+    assert_each_done_once(c);
+    cr_assert_eq(th_scalarf(c, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 2);
+    /* Exactly one effect, B's: A's write rolled back with its fenced completion. */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM public.testkit_effects"), 1,
+                 "effects rows: %lld (A's transactional write must roll back)",
+                 th_scalar(c, "SELECT count(*) FROM public.testkit_effects"));
+    cr_assert_eq(th_scalarf(c,
+                            "SELECT count(*) FROM public.testkit_effects WHERE job_id = %" PRId64
+                            " AND execution_id = %" PRId64,
+                            id, b_exec),
+                 1, "the effect does not carry B's execution id");
+
+    cr_assert_eq(host_stop(&a, 15000), 0, "host A did not stop cleanly");
+    cr_assert_eq(host_stop(&b, 15000), 0, "host B did not stop cleanly");
+    /* Still exactly one done execution after both hosts are gone. */
+    assert_each_done_once(c);
+    th_assert_clean_log(a.ini);
+    th_assert_clean_log(b.ini);
+}
+
+/* ---- 3. graceful shutdown, short jobs ---------------------------------------------- */
+
+Test(faults, sigterm_lets_short_jobs_finish, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    th_execf(c, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 200}')) FROM generate_series(1, 50)");
+    struct host h = {.name = "graceful"};
+    h.ini = th_host_ini(&db, h.name, NULL, NULL, "[queue default]\nthreads = 4\n"); /* grace 5 s */
+    struct host *hs[] = {&h};
+    host_start(&h);
+    cr_assert_geq(wait_at_least(c, 8, 30000, hs, 1, DONE_SQL), 8);
+    cr_assert_geq(wait_at_least(c, 1, 30000, hs, 1, RUNNING_SQL), 1);
+    /* Jobs running just before the signal (a superset-safe snapshot: any of
+     * them that finish before the signal are done too). */
+    th_execf(c, "CREATE TEMP TABLE at_term AS SELECT job_id FROM skipq.job_executions WHERE status = 'running'");
+    kill(h.pid, SIGTERM);
+    int64_t t0 = th_now_ms();
+    int st = host_wait_exit(&h, 15000);
+    int64_t took = th_now_ms() - t0;
+    cr_assert_eq(st, 0, "host exit status %d after SIGTERM", st);
+    cr_assert_lt(took, 5000, "host took %lld ms to exit; its grace is 5 s and jobs take 200 ms", (long long)took);
+
+    long long done = th_scalar(c, DONE_SQL);
+    long long pending = th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status = 'pending'");
+    fprintf(stderr, "[faults] graceful: exited in %lld ms, %lld done, %lld pending\n", (long long)took, done, pending);
+    cr_assert_eq(done + pending, 50, "every job must be done or pending after a graceful stop");
+    cr_assert_gt(pending, 0, "the SIGTERM came after the queue drained: not a mid-run stop");
+    cr_assert_eq(th_scalar(c, RUNNING_SQL), 0, "an execution was left 'running'");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status <> 'done'"), 0,
+                 "a graceful stop must not leave lost, interrupted or failed attempts");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM at_term a JOIN skipq.jobs j ON j.id = a.job_id"
+                              " WHERE j.status <> 'done'"),
+                 0, "a job running at SIGTERM did not finish");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE status = 'pending' AND (attempts <> 0"
+                              " OR EXISTS (SELECT 1 FROM skipq.job_executions e WHERE e.job_id = j.id))"),
+                 0, "a pending job was touched");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status = 'done' AND attempts <> 1"), 0);
+
+    /* Nothing was lost: a new host finishes the rest, each job once. */
+    struct host h2 = {.name = "graceful2"};
+    h2.ini = th_host_ini(&db, h2.name, NULL, NULL, "[queue default]\nthreads = 4\n");
+    struct host *h2s[] = {&h2};
+    host_start(&h2);
+    cr_assert_eq(wait_at_least(c, 50, 60000, h2s, 1, DONE_SQL), 50);
+    cr_assert_eq(host_stop(&h2, 15000), 0);
+    assert_each_done_once(c);
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions"), 50);
+    th_assert_clean_log(h.ini);
+    th_assert_clean_log(h2.ini);
+}
+
+/* ---- 4. shutdown with long jobs: release after the grace --------------------------- */
+
+Test(faults, sigterm_releases_long_jobs_after_grace, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    th_execf(c, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 20000, \"ignore_stop\": true}'))"
+                " FROM generate_series(1, 3)");
+    no_tsan_exit_sleep();
+    /* A 30 s lease: anything that comes back sooner was released, not reaped. */
+    struct host h = {.name = "longA"}, b = {.name = "longB"};
+    h.ini = host_ini_timed(&db, h.name, "30s", "1s", "[queue default]\nthreads = 3\n");
+    b.ini = host_ini_timed(&db, b.name, "30s", "1s", "[queue default]\nthreads = 3\n");
+    struct host *hs[] = {&h}, *bs[] = {&b};
+    host_start(&h);
+    cr_assert_eq(wait_at_least(c, 3, 30000, hs, 1, RUNNING_SQL), 3);
+    th_execf(c, "CREATE TEMP TABLE a_execs AS SELECT id, job_id FROM skipq.job_executions");
+
+    kill(h.pid, SIGTERM);
+    int64_t t0 = th_now_ms();
+    int st = host_wait_exit(&h, 15000);
+    int64_t took = th_now_ms() - t0;
+    cr_assert_eq(st, 0, "host exit status %d after SIGTERM", st);
+    fprintf(stderr, "[faults] long jobs: exited %lld ms after SIGTERM (grace 1 s)\n", (long long)took);
+    cr_assert_lt(took, 1000 + 2000, "host took %lld ms to exit with a 1 s grace", (long long)took);
+
+    /* Released at once: pending again, attempt recorded as interrupted, and
+     * the budget not spent (max_attempts grew by one). */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status = 'pending' AND attempts = 1"
+                              " AND max_attempts = 6 AND run_at <= now() AND lease_expires_at IS NULL"
+                              " AND last_error LIKE 'interrupted%'"),
+                 3, "the jobs were not released back to pending at shutdown");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions e JOIN a_execs a ON a.id = e.id"
+                              " WHERE e.status = 'interrupted' AND e.finished_at IS NOT NULL"),
+                 3, "the cut-short executions are not 'interrupted'");
+    cr_assert_eq(th_scalar(c, RUNNING_SQL), 0);
+    cr_assert(log_has(&h, "released 3"), "the host's log does not report the release:\n%s", slurp_log(&h));
+
+    /* Another host takes them at once, long before the 30 s lease. */
+    th_execf(c, "UPDATE skipq.jobs SET payload = '{}'");
+    int64_t t1 = th_now_ms();
+    host_start(&b);
+    cr_assert_eq(wait_at_least(c, 3, 20000, bs, 1, DONE_SQL), 3, "released jobs were not picked up by host B");
+    fprintf(stderr, "[faults] long jobs: host B finished them %lld ms after it started\n",
+            (long long)(th_now_ms() - t1));
+    cr_assert_eq(host_stop(&b, 15000), 0);
+    assert_each_done_once(c);
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE j.attempts = 2 AND"
+                              " (SELECT string_agg(e.status || '@' || split_part(e.worker, ':', 1), ','"
+                              "   ORDER BY e.attempt) FROM skipq.job_executions e WHERE e.job_id = j.id)"
+                              " = 'interrupted@longA,done@longB'"),
+                 3);
+    th_assert_clean_log(h.ini);
+    th_assert_clean_log(b.ini);
+}
+
+/* ---- 5. a second signal ---------------------------------------------------------------- */
+
+Test(faults, second_sigterm_exits_at_once, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    no_tsan_exit_sleep();
+    int64_t id = th_enqueue(c, "test", "{\"sleep_ms\": 20000}", NULL, 0, 0);
+    struct host h = {.name = "impatient"}, b = {.name = "impatient2"};
+    h.ini = th_host_ini(&db, h.name, NULL, NULL, "[queue default]\nthreads = 1\n"); /* grace 5 s */
+    b.ini = th_host_ini(&db, b.name, NULL, NULL, "[queue default]\nthreads = 1\n");
+    struct host *hs[] = {&h}, *bs[] = {&b};
+    host_start(&h);
+    cr_assert_eq(wait_at_least(c, 1, 30000, hs, 1, RUNNING_SQL), 1);
+    int64_t a_exec = th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id);
+
+    kill(h.pid, SIGTERM);
+    /* Two SIGTERMs pending at once would merge into one: let the first land. */
+    cr_assert(wait_log(&h, "SIGTERM received", 10000), "the first SIGTERM was not logged:\n%s", slurp_log(&h));
+    kill(h.pid, SIGTERM);
+    int64_t t0 = th_now_ms();
+    int st = host_wait_exit(&h, 10000);
+    int64_t took = th_now_ms() - t0;
+    cr_assert_eq(st, 1, "exit status after a second SIGTERM: %d (want 1)", st);
+    cr_assert_lt(took, 1000, "host took %lld ms to exit after the second SIGTERM", (long long)took);
+    cr_assert(log_has(&h, "second SIGTERM"), "the log does not mention the second signal");
+
+    /* Not released: the lease brings the job back to another host. */
+    cr_assert_eq(th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE id = %" PRId64
+                               " AND status = 'running'", a_exec),
+                 1);
+    th_execf(c, "UPDATE skipq.jobs SET payload = '{}'");
+    host_start(&b);
+    cr_assert_eq(wait_at_least(c, 1, 30000, bs, 1, DONE_SQL), 1, "the job did not come back after the lease");
+    cr_assert_eq(host_stop(&b, 15000), 0);
+    assert_each_done_once(c);
+    cr_assert_eq(th_scalarf(c,
+                            "SELECT count(*) FROM skipq.jobs j WHERE j.id = %" PRId64 " AND j.attempts = 2 AND"
+                            " (SELECT string_agg(e.status || '@' || split_part(e.worker, ':', 1), ','"
+                            "   ORDER BY e.attempt) FROM skipq.job_executions e WHERE e.job_id = j.id)"
+                            " = 'lost@impatient,done@impatient2'",
+                            id),
+                 1);
+    th_assert_clean_log(h.ini);
+    th_assert_clean_log(b.ini);
+}
+
+/* ---- 6. database connections cut under a working host ------------------------------- */
+
+Test(faults, connection_loss_is_survived, .timeout = 180)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    th_execf(c, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 5}')) FROM generate_series(1, 500)");
+    struct host h = {.name = "cutoff"};
+    h.ini = th_host_ini(&db, h.name, NULL, NULL, "[queue default]\nthreads = 4\n");
+    struct host *hs[] = {&h};
+    host_start(&h);
+    cr_assert_geq(wait_at_least(c, 1, 30000, hs, 1, DONE_SQL), 1);
+
+    long long terminated = 0, first_hit = 0;
+    for (int i = 0; i < 5; i++) {
+        long long pending = th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status <> 'done'");
+        long long t = th_scalar(c, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) AS ok"
+                                   " FROM pg_stat_activity WHERE application_name = 'skipq'"
+                                   " AND datname = current_database()) x WHERE ok");
+        if (i == 0)
+            first_hit = t;
+        terminated += t;
+        fprintf(stderr, "[faults] connection loss: cut %lld session(s), %lld job(s) not done yet\n", t, pending);
+        usleep(300000);
+    }
+    cr_expect_gt(first_hit, 0, "the first pg_terminate_backend round found no host session");
+
+    cr_assert_eq(wait_at_least(c, 500, 120000, hs, 1, DONE_SQL), 500, "not every job finished after the outages");
+    cr_assert_eq(kill(h.pid, 0), 0);
+    cr_assert_eq(host_exited(&h), -1, "the host exited after losing its connections");
+    assert_each_done_once(c);
+    fprintf(stderr, "[faults] connection loss: %lld sessions cut; %lld executions for 500 jobs\n", terminated,
+            th_scalar(c, "SELECT count(*) FROM skipq.job_executions"));
+    /* Still working: a job enqueued now is run. */
+    th_enqueue(c, "test", "{}", NULL, 0, 0);
+    cr_assert_eq(wait_at_least(c, 501, 30000, hs, 1, DONE_SQL), 501, "the host stopped working after the outages");
+    cr_assert_eq(host_stop(&h, 15000), 0, "host did not stop cleanly");
+    assert_each_done_once(c);
+    th_assert_clean_log(h.ini);
+}

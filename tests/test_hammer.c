@@ -1,0 +1,505 @@
+/*
+ * test_hammer.c -- exactly-once under load.
+ *
+ * Thousands of jobs, many worker threads, one or several host processes
+ * sharing the queue and one testkit ledger. What users rely on: every job
+ * ends done, exactly one execution of it is 'done', no attempt is left
+ * 'running', each handler ran once per attempt (the ledger), retries honour
+ * the backoff, and a handler's transactional write lands exactly once, tied to
+ * the execution that completed the job.
+ *
+ * Sizes scale with SKIPQ_HAMMER_SCALE (float, default 1.0) so sanitizer builds
+ * can run smaller. Throughput is printed, never asserted.
+ *
+ * Hosts are started before the jobs are enqueued (and the test waits until
+ * every worker connection is up), so several hosts compete from the first job.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* ---- hosts ----------------------------------------------------------------------- */
+
+struct host {
+    const char *name;
+    char *ini;
+    pid_t pid; /* 0 once reaped */
+    int slot;  /* in live_pids */
+};
+
+#define MAX_HOSTS 8
+/* By value: a failed assertion leaves the test's stack (and its struct host)
+ * behind before the atexit handler runs. */
+static pid_t live_pids[MAX_HOSTS];
+static int n_live_hosts;
+
+/* A failed assertion ends the test: never leave hosts running behind it. */
+static void kill_leftover_hosts(void)
+{
+    for (int i = 0; i < n_live_hosts; i++) {
+        if (live_pids[i] > 0) {
+            kill(live_pids[i], SIGKILL);
+            waitpid(live_pids[i], NULL, 0);
+            live_pids[i] = 0;
+        }
+    }
+}
+
+/* In every child the test forks (hosts included): die with the test process.
+ * A Criterion timeout kills the test with SIGKILL, which runs no atexit
+ * handler; this keeps hosts from outliving it. */
+static void die_with_parent(void)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+static void host_start(struct host *h)
+{
+    if (n_live_hosts == 0) {
+        atexit(kill_leftover_hosts);
+        pthread_atfork(NULL, NULL, die_with_parent);
+    }
+    cr_assert_lt(n_live_hosts, MAX_HOSTS);
+    h->pid = th_host_start(h->ini);
+    h->slot = n_live_hosts;
+    live_pids[n_live_hosts++] = h->pid;
+}
+
+static int host_stop(struct host *h, int timeout_ms)
+{
+    int st = th_host_stop(h->pid, timeout_ms);
+    h->pid = live_pids[h->slot] = 0;
+    return st;
+}
+
+/* Exit status if the host has already exited (without reaping it), else -1. */
+static int host_exited(const struct host *h)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (h->pid <= 0 || waitid(P_PID, (id_t)h->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid != h->pid)
+        return -1;
+    return si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+}
+
+static char *slurp_log(const struct host *h)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s.log", h->ini);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/*
+ * Poll `sql` every poll_ms until it returns at least `want` or timeout_ms
+ * passes; returns the last value. Fails at once, with the host's log, if one
+ * of the hosts exits meanwhile.
+ */
+static long long wait_at_least(PGconn *conn, long long want, int timeout_ms, int poll_ms, struct host *const *hs,
+                               int nh, const char *sql)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        long long v = th_scalar(conn, sql);
+        if (v >= want)
+            return v;
+        for (int i = 0; i < nh; i++) {
+            int st = host_exited(hs[i]);
+            if (st >= 0) {
+                char *log = slurp_log(hs[i]);
+                cr_assert_fail("host %s exited with status %d while waiting for %lld from: %s\n--- log ---\n%s",
+                               hs[i]->name, st, want, sql, log);
+            }
+        }
+        if (th_now_ms() > end)
+            return v;
+        usleep((useconds_t)poll_ms * 1000);
+    }
+}
+
+/* ---- sizes ------------------------------------------------------------------------- */
+
+static double hammer_scale(void)
+{
+    const char *s = getenv("SKIPQ_HAMMER_SCALE");
+    if (!s || !*s)
+        return 1.0;
+    char *end;
+    double v = strtod(s, &end);
+    cr_assert(end != s && *end == '\0' && v > 0 && v <= 100, "SKIPQ_HAMMER_SCALE=\"%s\": want a number in (0, 100]",
+              s);
+    return v;
+}
+
+static int scaled(int base, int min)
+{
+    int n = (int)(base * hammer_scale() + 0.5);
+    return n < min ? min : n;
+}
+
+/* ---- queries ----------------------------------------------------------------------- */
+
+static double scalar_double(PGconn *conn, const char *sql)
+{
+    PGresult *r = th_query(conn, sql);
+    cr_assert(PQntuples(r) == 1 && PQnfields(r) >= 1, "no row from: %s", sql);
+    double v = PQgetisnull(r, 0, 0) ? 0.0 : strtod(PQgetvalue(r, 0, 0), NULL);
+    PQclear(r);
+    return v;
+}
+
+/* Worker connections of this test's database: hosts are up when all are. */
+static const char CONNECTED_SQL[] = "SELECT count(*) FROM pg_stat_activity"
+                                    " WHERE application_name = 'skipq' AND datname = current_database()";
+static const char DONE_SQL[] = "SELECT count(*) FROM skipq.jobs WHERE status = 'done'";
+
+/* ---- the ledger ---------------------------------------------------------------------- */
+
+struct ledger_line {
+    int64_t job_id, execution_id;
+    int attempt, pid;
+};
+
+static size_t read_ledger(const char *path, struct ledger_line **out)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "no ledger at %s: %s", path, strerror(errno));
+    size_t cap = 1024, n = 0;
+    struct ledger_line *v = malloc(cap * sizeof *v);
+    char line[256];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (n == cap)
+            v = realloc(v, (cap *= 2) * sizeof *v);
+        cr_assert_not_null(v);
+        long long j, e;
+        int a, p;
+        cr_assert_eq(sscanf(line, "%lld %lld %d %d", &j, &e, &a, &p), 4, "%s:%d: malformed ledger line \"%s\"", path,
+                     lineno, line);
+        v[n++] = (struct ledger_line){j, e, a, p};
+    }
+    fclose(f);
+    *out = v;
+    return n;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Column 0 of every row of sql as int64, in result order. */
+static size_t column_i64(PGconn *conn, const char *sql, int64_t **out)
+{
+    PGresult *r = th_query(conn, sql);
+    size_t n = (size_t)PQntuples(r);
+    int64_t *v = malloc((n ? n : 1) * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = strtoll(PQgetvalue(r, (int)i, 0), NULL, 10);
+    PQclear(r);
+    *out = v;
+    return n;
+}
+
+/*
+ * The ledger has one line per execution, and only those: its execution ids
+ * are exactly the job_executions ids, each once, and each line names the
+ * right job and attempt. Returns the number of lines.
+ */
+static size_t check_ledger_matches_executions(PGconn *conn, const char *path)
+{
+    struct ledger_line *lines;
+    size_t n = read_ledger(path, &lines);
+    PGresult *r = th_query(conn, "SELECT id, job_id, attempt FROM skipq.job_executions ORDER BY id");
+    size_t ne = (size_t)PQntuples(r);
+    cr_assert_eq(n, ne, "ledger %s has %zu lines but there are %zu executions", path, n, ne);
+    int64_t *exec_ids = malloc((n ? n : 1) * sizeof *exec_ids);
+    for (size_t i = 0; i < n; i++)
+        exec_ids[i] = lines[i].execution_id;
+    qsort(exec_ids, n, sizeof *exec_ids, cmp_i64);
+    for (size_t i = 0; i < n; i++) {
+        int64_t eid = strtoll(PQgetvalue(r, (int)i, 0), NULL, 10);
+        cr_assert_eq(exec_ids[i], eid, "ledger and executions differ at sorted position %zu: ledger %" PRId64
+                     ", execution %" PRId64 " (a handler ran twice for one attempt, or never)",
+                     i, exec_ids[i], eid);
+    }
+    /* Each line names its execution's job and attempt. */
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = 0, hi = ne;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (strtoll(PQgetvalue(r, (int)mid, 0), NULL, 10) < lines[i].execution_id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        cr_assert_lt(lo, ne);
+        cr_assert_eq(strtoll(PQgetvalue(r, (int)lo, 1), NULL, 10), lines[i].job_id,
+                     "ledger line %zu: execution %" PRId64 " belongs to another job", i + 1, lines[i].execution_id);
+        cr_assert_eq(atoi(PQgetvalue(r, (int)lo, 2)), lines[i].attempt, "ledger line %zu: wrong attempt", i + 1);
+    }
+    PQclear(r);
+    free(exec_ids);
+    free(lines);
+    return n;
+}
+
+/*
+ * The core exactly-once properties for n jobs that must each have run once:
+ * all done, attempts = 1, one execution each and it is the done one, nothing
+ * running, and the ledger holds each job id exactly once.
+ */
+static void check_exactly_once(PGconn *conn, long long n, const char *ledger_path)
+{
+    cr_assert_eq(th_scalar(conn, "SELECT count(*) FROM skipq.jobs"), n);
+    cr_assert_eq(th_scalar(conn, "SELECT count(*) FROM skipq.jobs WHERE status <> 'done'"), 0,
+                 "jobs not done: %lld",
+                 th_scalar(conn, "SELECT count(*) FROM skipq.jobs WHERE status <> 'done'"));
+    cr_assert_eq(th_scalar(conn, "SELECT count(*) FROM skipq.jobs j WHERE"
+                                 " (SELECT count(*) FROM skipq.job_executions e"
+                                 "   WHERE e.job_id = j.id AND e.status = 'done') <> 1"),
+                 0, "some job has no done execution or more than one");
+    cr_assert_eq(th_scalar(conn, "SELECT count(*) FROM skipq.job_executions WHERE status = 'running'"), 0,
+                 "an execution was left 'running'");
+    cr_assert_eq(th_scalar(conn, "SELECT count(*) FROM skipq.jobs WHERE attempts <> 1"), 0,
+                 "%lld job(s) took more than one attempt",
+                 th_scalar(conn, "SELECT count(*) FROM skipq.jobs WHERE attempts <> 1"));
+    cr_assert_eq(th_scalar(conn, "SELECT count(*) FROM skipq.job_executions"), n,
+                 "expected one execution per job");
+    cr_assert_eq(th_scalar(conn, "SELECT count(*) FROM skipq.jobs j JOIN skipq.job_executions e"
+                                 " ON e.id = j.current_execution_id AND e.job_id = j.id AND e.status = 'done'"),
+                 n, "a job's current_execution_id is not its done execution");
+    cr_assert_eq(th_scalar(conn, "SELECT count(*) FROM skipq.jobs"
+                                 " WHERE finished_at IS NULL OR lease_expires_at IS NOT NULL"),
+                 0, "a done job without finished_at or still holding a lease");
+
+    /* The ledger: exactly n lines, each job id exactly once. */
+    struct ledger_line *lines;
+    size_t nl = read_ledger(ledger_path, &lines);
+    cr_assert_eq((long long)nl, n, "ledger has %zu lines, want %lld (one handler start per job)", nl, n);
+    int64_t *lj = malloc(nl * sizeof *lj);
+    for (size_t i = 0; i < nl; i++)
+        lj[i] = lines[i].job_id;
+    qsort(lj, nl, sizeof *lj, cmp_i64);
+    int64_t *ids;
+    size_t nid = column_i64(conn, "SELECT id FROM skipq.jobs ORDER BY id", &ids);
+    cr_assert_eq(nid, nl);
+    for (size_t i = 0; i < nl; i++) {
+        cr_assert_neq(i > 0 ? lj[i - 1] : -1, lj[i], "job %" PRId64 " appears twice in the ledger", lj[i]);
+        cr_assert_eq(lj[i], ids[i], "ledger job ids differ from the jobs at sorted position %zu (%" PRId64
+                     " vs %" PRId64 ")",
+                     i, lj[i], ids[i]);
+    }
+    free(ids);
+    free(lj);
+    free(lines);
+    check_ledger_matches_executions(conn, ledger_path);
+}
+
+static void report(const char *what, long long jobs, int threads, int hosts, PGconn *conn, int64_t wall_ms)
+{
+    /* The database's view: first claim to last completion. */
+    double db_s = scalar_double(conn, "SELECT extract(epoch FROM max(finished_at) - min(started_at))"
+                                      " FROM skipq.job_executions");
+    double wall_s = (double)wall_ms / 1000.0;
+    fprintf(stderr,
+            "[hammer] %s: %lld jobs, %d threads, %d host(s): %.2f s first claim to last done (%.0f jobs/s); "
+            "%.2f s enqueue to all done (%.0f jobs/s)\n",
+            what, jobs, threads, hosts, db_s, db_s > 0 ? (double)jobs / db_s : 0.0, wall_s,
+            wall_s > 0 ? (double)jobs / wall_s : 0.0);
+}
+
+/* ---- tests ------------------------------------------------------------------------- */
+
+Test(hammer, one_host_sixteen_threads, .timeout = 600)
+{
+    struct th_db db;
+    th_db_new(&db);
+    const long long n = scaled(10000, 100);
+    char ledger[600];
+    snprintf(ledger, sizeof ledger, "%s/hammer1.ledger", th_tmpdir());
+    struct host h = {.name = "hammer1"};
+    h.ini = th_host_ini(&db, h.name, NULL, ledger, "[queue default]\nthreads = 16\n");
+    struct host *hs[] = {&h};
+    host_start(&h);
+    cr_assert_geq(wait_at_least(db.conn, 17, 60000, 50, hs, 1, CONNECTED_SQL), 17, "host did not connect");
+
+    int64_t t0 = th_now_ms();
+    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, %lld)", n);
+    long long done = wait_at_least(db.conn, n, 300000, 100, hs, 1, DONE_SQL);
+    int64_t wall = th_now_ms() - t0;
+    cr_assert_eq(done, n, "only %lld of %lld jobs done after 300 s", done, n);
+    cr_assert_eq(host_stop(&h, 20000), 0, "host did not stop cleanly on SIGTERM");
+
+    check_exactly_once(db.conn, n, ledger);
+    cr_assert_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE worker NOT LIKE '%s:%%'",
+                            h.name),
+                 0);
+    report("1 host x 16 threads", n, 16, 1, db.conn, wall);
+    th_assert_clean_log(h.ini);
+}
+
+Test(hammer, three_hosts_one_ledger, .timeout = 600)
+{
+    struct th_db db;
+    th_db_new(&db);
+    const long long n = scaled(10000, 150);
+    char ledger[600];
+    snprintf(ledger, sizeof ledger, "%s/hammer2.ledger", th_tmpdir());
+    struct host h[3] = {{.name = "hammer2a"}, {.name = "hammer2b"}, {.name = "hammer2c"}};
+    struct host *hs[3];
+    for (int i = 0; i < 3; i++) {
+        h[i].ini = th_host_ini(&db, h[i].name, NULL, ledger, "[queue default]\nthreads = 6\n");
+        hs[i] = &h[i];
+        host_start(&h[i]);
+    }
+    cr_assert_geq(wait_at_least(db.conn, 21, 60000, 50, hs, 3, CONNECTED_SQL), 21, "hosts did not connect");
+
+    int64_t t0 = th_now_ms();
+    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, %lld)", n);
+    long long done = wait_at_least(db.conn, n, 300000, 100, hs, 3, DONE_SQL);
+    int64_t wall = th_now_ms() - t0;
+    cr_assert_eq(done, n, "only %lld of %lld jobs done after 300 s", done, n);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(host_stop(&h[i], 20000), 0, "host %s did not stop cleanly on SIGTERM", h[i].name);
+
+    check_exactly_once(db.conn, n, ledger);
+
+    /* Every host took part, and the ledger (by pid) agrees with the
+     * executions (by worker name) on who ran what. */
+    struct ledger_line *lines;
+    size_t nl = read_ledger(ledger, &lines);
+    long long total = 0;
+    fprintf(stderr, "[hammer] 3 hosts x 6 threads, per-host split:");
+    for (int i = 0; i < 3; i++) {
+        long long by_db = th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE worker LIKE '%s:%%'",
+                                     h[i].name);
+        long long pid_of_host = th_scalarf(
+            db.conn, "SELECT min(split_part(worker, ':', 2)::int) FROM skipq.job_executions WHERE worker LIKE '%s:%%'",
+            h[i].name);
+        long long by_ledger = 0;
+        for (size_t k = 0; k < nl; k++)
+            by_ledger += lines[k].pid == (int)pid_of_host;
+        fprintf(stderr, " %s=%lld", h[i].name, by_db);
+        cr_expect_gt(by_db, 0, "host %s claimed no job", h[i].name);
+        cr_expect_eq(by_ledger, by_db, "host %s: %lld ledger lines but %lld executions", h[i].name, by_ledger, by_db);
+        total += by_db;
+    }
+    fprintf(stderr, "\n");
+    cr_assert_eq(total, n, "executions by the three hosts do not add up to the jobs");
+    free(lines);
+    report("3 hosts x 6 threads", n, 18, 3, db.conn, wall);
+    for (int i = 0; i < 3; i++)
+        th_assert_clean_log(h[i].ini);
+}
+
+Test(hammer, mixed_retries_and_transactions, .timeout = 600)
+{
+    struct th_db db;
+    th_db_new(&db);
+    const long long n = scaled(3000, 140);
+    const long long n_fail = n / 10, n_txn = n / 7;
+    th_execf(db.conn, "CREATE TABLE public.testkit_effects (job_id bigint, execution_id bigint)");
+    char ledger[600];
+    snprintf(ledger, sizeof ledger, "%s/hammer3.ledger", th_tmpdir());
+    const char *extra = "[queue default]\nthreads = 8\n\n[kind test]\nbackoff_base = 10ms\nbackoff_cap = 50ms\n";
+    struct host h[2] = {{.name = "hammer3a"}, {.name = "hammer3b"}};
+    struct host *hs[2] = {&h[0], &h[1]};
+    for (int i = 0; i < 2; i++) {
+        h[i].ini = th_host_ini(&db, h[i].name, NULL, ledger, extra);
+        host_start(&h[i]);
+    }
+    cr_assert_geq(wait_at_least(db.conn, 18, 60000, 50, hs, 2, CONNECTED_SQL), 18, "hosts did not connect");
+
+    int64_t t0 = th_now_ms();
+    th_execf(db.conn,
+             "SELECT count(skipq.enqueue('test', CASE"
+             "  WHEN i %% 70 = 0 THEN '{\"fail_times\": 1, \"txn\": true}'"
+             "  WHEN i %% 10 = 0 THEN '{\"fail_times\": 1}'"
+             "  WHEN i %% 7 = 0 THEN '{\"txn\": true}'"
+             "  ELSE '{}' END::jsonb)) FROM generate_series(1, %lld) i",
+             n);
+    cr_assert_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE payload ? 'fail_times'"), n_fail);
+    cr_assert_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE payload ? 'txn'"), n_txn);
+    long long done = wait_at_least(db.conn, n, 300000, 100, hs, 2, DONE_SQL);
+    int64_t wall = th_now_ms() - t0;
+    cr_assert_eq(done, n, "only %lld of %lld jobs done after 300 s", done, n);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(host_stop(&h[i], 20000), 0, "host %s did not stop cleanly on SIGTERM", h[i].name);
+
+    PGconn *c = db.conn;
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status <> 'done'"), 0);
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE"
+                              " (SELECT count(*) FROM skipq.job_executions e"
+                              "   WHERE e.job_id = j.id AND e.status = 'done') <> 1"),
+                 0, "some job has no done execution or more than one");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status = 'running'"), 0);
+    /* Planned failures: one retry, then done; everything else: done at once. */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE j.payload ? 'fail_times' AND"
+                              " (j.attempts <> 2 OR (SELECT string_agg(e.status, ',' ORDER BY e.attempt)"
+                              "   FROM skipq.job_executions e WHERE e.job_id = j.id) IS DISTINCT FROM 'retry,done')"),
+                 0, "a fail_times job did not run exactly twice (retry, then done)");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE NOT j.payload ? 'fail_times' AND"
+                              " (j.attempts <> 1 OR (SELECT string_agg(e.status, ',' ORDER BY e.attempt)"
+                              "   FROM skipq.job_executions e WHERE e.job_id = j.id) IS DISTINCT FROM 'done')"),
+                 0, "a job without planned failures did not run exactly once");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions"), n + n_fail);
+    /* The retry waited for its backoff (at least half of backoff_base). */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions r JOIN skipq.job_executions d"
+                              "  ON d.job_id = r.job_id AND d.attempt = r.attempt + 1"
+                              " WHERE r.status = 'retry' AND d.started_at < r.finished_at + interval '5 ms'"),
+                 0, "a retry ran before its backoff had passed");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions"
+                              " WHERE status = 'retry' AND error NOT LIKE 'planned failure 1 of 1%'"),
+                 0, "a retry execution does not carry the handler's error");
+
+    /* Transactional effects: exactly one row per txn job, written by the
+     * execution that completed it; the failed first attempts rolled back. */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM public.testkit_effects"), n_txn,
+                 "effects rows: %lld, txn jobs: %lld", th_scalar(c, "SELECT count(*) FROM public.testkit_effects"),
+                 n_txn);
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE j.payload ? 'txn' AND"
+                              " (SELECT count(*) FROM public.testkit_effects f WHERE f.job_id = j.id) <> 1"),
+                 0, "a txn job does not have exactly one effects row");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM public.testkit_effects f WHERE NOT EXISTS"
+                              " (SELECT 1 FROM skipq.job_executions e"
+                              "   WHERE e.id = f.execution_id AND e.job_id = f.job_id AND e.status = 'done')"),
+                 0, "an effects row does not carry its job's done execution id");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM public.testkit_effects f JOIN skipq.jobs j ON j.id = f.job_id"
+                              " WHERE NOT j.payload ? 'txn'"),
+                 0);
+
+    /* One ledger line per execution (handler start), none missing or extra. */
+    size_t nl = check_ledger_matches_executions(c, ledger);
+    cr_assert_eq((long long)nl, n + n_fail);
+
+    fprintf(stderr, "[hammer] mixed: %lld fail_times jobs, %lld txn jobs; split %s=%lld %s=%lld\n", n_fail, n_txn,
+            h[0].name,
+            th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE worker LIKE '%s:%%'", h[0].name),
+            h[1].name,
+            th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE worker LIKE '%s:%%'", h[1].name));
+    report("mixed, 2 hosts x 8 threads", n, 16, 2, c, wall);
+    for (int i = 0; i < 2; i++)
+        th_assert_clean_log(h[i].ini);
+}
