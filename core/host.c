@@ -70,6 +70,7 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
         g->queue = gc->queue;
         g->threads = gc->threads;
         g->batch = gc->batch;
+        pthread_cond_init(&g->wake, NULL);
         size_t n = gc->kinds ? gc->nkinds : nall;
         g->kinds = calloc(n ? n : 1, sizeof *g->kinds);
         int64_t *leases = calloc(n ? n : 1, sizeof *leases);
@@ -135,6 +136,10 @@ static bool start_threads(struct sq_host *h)
         return false;
     }
     h->heartbeat_started = true;
+    if (pthread_create(&h->listener, NULL, sq_listener_main, h) == 0)
+        h->listener_started = true;
+    else
+        log_warn("cannot start the listener thread; idle threads will only poll");
     for (int i = 0; i < total; i++) {
         if (pthread_create(&h->workers[i].thread, NULL, sq_worker_main, &h->workers[i]) != 0) {
             log_error("cannot start worker thread %d: %s", i, strerror(errno));
@@ -205,10 +210,7 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
             }
             log_info("%s received: no new claims; waiting up to %" PRId64 "ms for %d running handler(s)",
                      sig == SIGTERM ? "SIGTERM" : "SIGINT", h->cfg->grace_ms, atomic_load(&h->running));
-            pthread_mutex_lock(&h->lock);
-            atomic_store(&h->stopping, true);
-            pthread_cond_broadcast(&h->wake);
-            pthread_mutex_unlock(&h->lock);
+            sq_host_stop(h);
             deadline = sq_now_ms() + h->cfg->grace_ms;
         }
         if (atomic_load(&h->running) == 0) {
@@ -227,6 +229,7 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
 static void host_free(struct sq_host *h)
 {
     for (size_t i = 0; i < h->ngroups; i++) {
+        pthread_cond_destroy(&h->groups[i].wake);
         free(h->groups[i].kinds);
         free(h->groups[i].kinds_array);
         free(h->groups[i].leases_array);
@@ -291,8 +294,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
 
     if (!start_threads(h)) {
         log_error("cannot start threads");
-        atomic_store(&h->stopping, true);
-        pthread_cond_broadcast(&h->wake);
+        sq_host_stop(h);
         goto join;
     }
     for (size_t i = 0; i < h->ngroups; i++)
@@ -308,6 +310,8 @@ join:
     atomic_store(&h->running, 0);
     if (h->heartbeat_started)
         pthread_join(h->heartbeat, NULL);
+    if (h->listener_started)
+        pthread_join(h->listener, NULL);
     if (rc == 0)
         log_info("stopped");
 out:

@@ -22,6 +22,9 @@ struct sq_group {
     char *leases_array; /* lease per kind (ms), int8[] literal */
     int threads;
     int batch;          /* most jobs one thread claims at once */
+    pthread_cond_t wake; /* idle threads of this group wait here (host->lock) */
+    atomic_ulong wake_gen; /* bumped by every wake, so one that lands while a
+                              thread is claiming is not lost */
 };
 
 /*
@@ -42,7 +45,7 @@ struct sq_slot {
 struct sq_worker {
     struct sq_host *host;
     int index;
-    const struct sq_group *group;
+    struct sq_group *group;
     pthread_t thread;
     bool started;
     char name[16];
@@ -61,12 +64,14 @@ struct sq_host {
     int nworkers;
     pthread_t heartbeat;
     bool heartbeat_started;
+    pthread_t listener;
+    bool listener_started;
     char name[96];
 
     atomic_bool stopping;   /* no new claims */
     atomic_int running;     /* worker threads still alive */
-    pthread_mutex_t lock;   /* with `wake`: idle waits and shutdown */
-    pthread_cond_t wake;
+    pthread_mutex_t lock;   /* with each group's `wake`, and `wake`: idle waits and shutdown */
+    pthread_cond_t wake;    /* worker exits */
     pthread_mutex_t slots_lock;
 };
 
@@ -84,8 +89,16 @@ void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap);
 /* worker.c */
 void *sq_worker_main(void *arg);
 void *sq_heartbeat_main(void *arg);
-/* Sleep up to ms, or until the host is stopping / woken. */
-void sq_host_wait(struct sq_host *h, int64_t ms);
+/* Sleep up to ms, or until the host is stopping / the group is woken
+ * (g may be NULL: only stopping wakes). */
+void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen, int64_t ms);
+/* Wake the idle threads of every group serving `queue` (NULL: all). */
+void sq_host_wake(struct sq_host *h, const char *queue);
+/* Wake everything: shutdown. */
+void sq_host_stop(struct sq_host *h);
+
+/* listen.c */
+void *sq_listener_main(void *arg);
 /* Backoff for retry n (1-based) of a kind: exponential, capped, jittered. */
 int64_t sq_backoff_ms(int attempt, int64_t base_ms, int64_t cap_ms, uint32_t *seed);
 

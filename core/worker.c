@@ -108,7 +108,7 @@ void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap)
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-void sq_host_wait(struct sq_host *h, int64_t ms)
+void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen, int64_t ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -119,8 +119,31 @@ void sq_host_wait(struct sq_host *h, int64_t ms)
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&h->lock);
-    if (!atomic_load(&h->stopping))
-        pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+    if (!atomic_load(&h->stopping) && (!g || atomic_load(&g->wake_gen) == seen_gen))
+        pthread_cond_timedwait(g ? &g->wake : &h->wake, &h->lock, &ts);
+    pthread_mutex_unlock(&h->lock);
+}
+
+void sq_host_wake(struct sq_host *h, const char *queue)
+{
+    pthread_mutex_lock(&h->lock);
+    for (size_t i = 0; i < h->ngroups; i++) {
+        struct sq_group *g = &h->groups[i];
+        if (queue && strcmp(g->queue, queue) != 0)
+            continue;
+        atomic_fetch_add(&g->wake_gen, 1);
+        pthread_cond_broadcast(&g->wake);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+void sq_host_stop(struct sq_host *h)
+{
+    pthread_mutex_lock(&h->lock);
+    atomic_store(&h->stopping, true);
+    pthread_cond_broadcast(&h->wake);
+    for (size_t i = 0; i < h->ngroups; i++)
+        pthread_cond_broadcast(&h->groups[i].wake);
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -187,7 +210,7 @@ static PGconn *reconnect(struct sq_host *h, const char *who, bool until_stop)
             return NULL;
         struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
         if (until_stop)
-            sq_host_wait(h, delay);
+            sq_host_wait(h, NULL, 0, delay);
         else
             nanosleep(&ts, NULL);
         delay = delay * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : delay * 2;
@@ -577,7 +600,7 @@ void *sq_worker_main(void *arg)
 {
     struct sq_worker *w = arg;
     struct sq_host *h = w->host;
-    const struct sq_group *g = w->group;
+    struct sq_group *g = w->group;
     uint32_t seed = (uint32_t)(time(NULL) ^ (getpid() << 8) ^ (uint32_t)w->index * 2654435761u);
     char err[512];
     sq_log_set_thread(w->name);
@@ -601,6 +624,7 @@ void *sq_worker_main(void *arg)
          * main thread ends the process when the grace period is over. */
         if (!conn && !(conn = reconnect(h, w->name, pend.o.n == 0)))
             break;
+        unsigned long gen = atomic_load(&g->wake_gen);
         int n = sq_queue_cycle(conn, g->queue, g->kinds_array, g->leases_array, w->ident, stopping ? 0 : limit,
                                &pend.o, claimed, pend.applied, err, sizeof err);
         if (n < 0) {
@@ -614,7 +638,7 @@ void *sq_worker_main(void *arg)
             log_error("%s: claim failed: %s", w->name, err);
             pending_flush_one_by_one(w, &conn, &pend);
             free_slots(w);
-            sq_host_wait(h, h->cfg->poll_ms);
+            sq_host_wait(h, NULL, 0, h->cfg->poll_ms);
             continue;
         }
         pending_report(conn, &pend);
@@ -623,7 +647,7 @@ void *sq_worker_main(void *arg)
         if (n == 0) {
             limit = 1;
             if (!stopping)
-                sq_host_wait(h, h->cfg->poll_ms);
+                sq_host_wait(h, g, gen, h->cfg->poll_ms);
             continue;
         }
         /* Deep backlog: claim more next time; shallow: fewer. */
@@ -764,8 +788,10 @@ void *sq_heartbeat_main(void *arg)
         }
         if (!atomic_load(&h->stopping)) {
             int reaped = sq_queue_reap(conn, REAP_BATCH, err, sizeof err);
-            if (reaped > 0)
+            if (reaped > 0) {
                 log_info("recovered %d job(s) whose lease had expired", reaped);
+                sq_host_wake(h, NULL);
+            }
             else if (reaped < 0)
                 log_warn("lease sweep failed: %s", err);
         }
