@@ -101,12 +101,14 @@ bool sq_db_conn_lost(PGconn *conn, const PGresult *res)
 {
     if (PQstatus(conn) != CONNECTION_OK)
         return true;
+    if (!res)
+        return false; /* no result to judge: the session itself is fine */
     const char *st = sq_db_sqlstate(res);
     /* 08: connection exception; 57P0x: admin/crash shutdown, cannot connect
      * now; 25006: we reached a read-only standby; 53300: too many
      * connections. All mean "this session is no good, make another". */
     return strncmp(st, "08", 2) == 0 || strncmp(st, "57P0", 4) == 0 || strcmp(st, "25006") == 0 ||
-           strcmp(st, "53300") == 0 || (res == NULL);
+           strcmp(st, "53300") == 0;
 }
 
 void sq_db_error(PGconn *conn, const PGresult *res, char *err, size_t errlen)

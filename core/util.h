@@ -18,6 +18,10 @@ bool sq_valid_name(const char *s);
 size_t sq_strlcpy(char *dst, const char *src, size_t dst_size);
 /* Monotonic clock in milliseconds. */
 int64_t sq_now_ms(void);
+/* Make `s` valid UTF-8 in place: each byte of an invalid or truncated
+ * sequence becomes '?'. Handler messages go to the database as text, which
+ * refuses invalid UTF-8 -- and a message cut at a buffer's end often is. */
+void sq_utf8_sanitize(char *s);
 /* Trim leading and trailing white space in place; returns s. */
 char *sq_trim(char *s);
 

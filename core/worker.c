@@ -65,6 +65,7 @@ static struct job_ctx *ctx_of(const skipq_job *job)
 void sq_job_verror(skipq_job *job, const char *fmt, va_list ap)
 {
     vsnprintf(ctx_of(job)->error, sizeof ctx_of(job)->error, fmt, ap);
+    sq_utf8_sanitize(ctx_of(job)->error);
 }
 
 void sq_job_retry_in(skipq_job *job, int64_t delay_ms)
