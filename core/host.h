@@ -39,6 +39,7 @@ struct sq_slot {
     int64_t lease_deadline; /* monotonic ms: past it, assume the lease is lost */
     int64_t timeout_at;     /* monotonic ms of the kind's timeout; 0: none */
     bool timed_out;         /* past timeout_at: lease no longer renewed */
+    bool finished;          /* handler returned; outcome waits for the next cycle */
     atomic_int stop;        /* the handler should stop (lease lost, timeout, shutdown) */
 };
 

@@ -71,11 +71,29 @@ static const char FAIL_SQL[] =
     "   FROM j WHERE e.id = $2 AND e.job_id = j.id"
     " RETURNING j.status";
 
+/*
+ * Renew leases without ever waiting: a row locked right now is being
+ * completed by its own worker or swept by another host, so it is skipped
+ * ('k': still this execution's as of the snapshot, outcome unknown) rather
+ * than waited for -- waiting here deadlocked against batched completions.
+ * 'x' rows were extended; an execution in neither set is no longer ours.
+ */
 static const char HEARTBEAT_SQL[] =
-    "UPDATE skipq.jobs j SET lease_expires_at = now() + h.ms * interval '1 millisecond'"
-    "  FROM unnest($1::int8[], $2::int8[], $3::int8[]) AS h(id, eid, ms)"
-    " WHERE j.id = h.id AND j.current_execution_id = h.eid AND j.status = 'running'"
-    " RETURNING j.current_execution_id";
+    "WITH h AS MATERIALIZED ("
+    "  SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[]) AS h(id, eid, ms)"
+    "), lk AS MATERIALIZED ("
+    "  SELECT j.id FROM skipq.jobs j JOIN h ON h.id = j.id"
+    "   WHERE j.current_execution_id = h.eid AND j.status = 'running'"
+    "   ORDER BY j.id FOR NO KEY UPDATE OF j SKIP LOCKED"
+    "), up AS ("
+    "  UPDATE skipq.jobs j SET lease_expires_at = now() + h.ms * interval '1 millisecond'"
+    "    FROM lk JOIN h ON h.id = lk.id WHERE j.id = lk.id"
+    "  RETURNING j.current_execution_id AS eid"
+    ")"
+    " SELECT 'x', eid FROM up"
+    " UNION ALL"
+    " SELECT 'k', h.eid FROM h JOIN skipq.jobs j ON j.id = h.id"
+    "  WHERE j.current_execution_id = h.eid AND j.status = 'running'";
 
 /* Rows whose worker is mid-completion are locked, so skipped: the worker
  * decides. The re-check under the row lock sees a lease extended meanwhile. */
@@ -103,12 +121,14 @@ static const char REAP_SQL[] =
  * execution row stays (attempts == number of executions) and max_attempts
  * grows by one. */
 static const char RELEASE_SQL[] =
-    "WITH r AS ("
+    "WITH lk AS MATERIALIZED ("
+    "  SELECT j.id FROM skipq.jobs j WHERE j.id = ANY($1::int8[]) ORDER BY j.id FOR NO KEY UPDATE OF j"
+    "), r AS ("
     "  UPDATE skipq.jobs j SET status = 'pending', run_at = now(), lease_expires_at = NULL,"
     "         max_attempts = j.max_attempts + 1,"
     "         last_error = 'interrupted: the host shut down before the handler finished'"
-    "    FROM unnest($1::int8[], $2::int8[]) AS h(id, eid)"
-    "   WHERE j.id = h.id AND j.current_execution_id = h.eid AND j.status = 'running'"
+    "    FROM unnest($1::int8[], $2::int8[]) AS h(id, eid), lk"
+    "   WHERE j.id = h.id AND lk.id = h.id AND j.current_execution_id = h.eid AND j.status = 'running'"
     "  RETURNING j.id, h.eid)"
     " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = now(),"
     "        error = 'interrupted: the host shut down before the handler finished'"
@@ -119,7 +139,7 @@ static const char RELEASE_SQL[] =
  * One round trip per worker cycle: record the outcomes of the jobs the
  * worker finished ($6..$10: id, execution id, outcome 0 done / 1 retry /
  * 2 fail, retry delay ms, error) -- each fenced like DONE_SQL and FAIL_SQL --
- * and claim up to $5 more exactly as CLAIM_SQL does. Both halves touch
+ * and then claim up to $5 more exactly as CLAIM_SQL does. Both halves touch
  * disjoint rows (running vs pending), so one snapshot serves both.
  * Rows tagged 'f' are the outcomes that applied (absent: fenced); rows
  * tagged 'c' are the new claims.
@@ -128,6 +148,11 @@ static const char CYCLE_SQL[] =
     "WITH fin AS MATERIALIZED ("
     "  SELECT * FROM unnest($6::int8[], $7::int8[], $8::int2[], $9::int8[], $10::text[])"
     "         AS f(id, eid, outcome, delay_ms, err)"
+    /* Row locks in id order: every multi-row writer of running jobs takes
+     * them this way (or skips locked rows), so they cannot deadlock. */
+    "), lk AS MATERIALIZED ("
+    "  SELECT j.id FROM skipq.jobs j WHERE j.id IN (SELECT id FROM fin)"
+    "   ORDER BY j.id FOR NO KEY UPDATE OF j"
     "), upd AS ("
     "  UPDATE skipq.jobs j SET"
     "     status = CASE WHEN f.outcome = 0 THEN 'done'"
@@ -137,7 +162,7 @@ static const char CYCLE_SQL[] =
     "     finished_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts THEN NULL ELSE now() END,"
     "     lease_expires_at = NULL,"
     "     last_error = CASE WHEN f.outcome = 0 THEN j.last_error ELSE f.err END"
-    "   FROM fin f"
+    "   FROM fin f JOIN lk ON lk.id = f.id"
     "   WHERE j.id = f.id AND j.current_execution_id = f.eid AND j.status = 'running'"
     "  RETURNING j.id, f.eid, j.status, f.err"
     "), exe AS ("
@@ -145,6 +170,7 @@ static const char CYCLE_SQL[] =
     "     SET status = CASE u.status WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'retry' END,"
     "         finished_at = now(), error = CASE WHEN u.status = 'done' THEN NULL ELSE u.err END"
     "    FROM upd u WHERE e.id = u.eid"
+    "  RETURNING e.id"
     "), pick AS MATERIALIZED ("
     "  SELECT id, attempts FROM skipq.jobs"
     "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND kind = ANY($2::text[])"
@@ -163,9 +189,13 @@ static const char CYCLE_SQL[] =
     "    FROM ins WHERE j.id = ins.job_id"
     "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::text AS payload, ins.attempt, j.max_attempts"
     ")"
-    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
+    /* Order matters: the outcomes branch runs (and takes its row locks,
+     * the only ones it waits for) before the claim branch, whose SKIP LOCKED
+     * pick never waits but may keep locks on rows it rejected. Claiming
+     * first deadlocked two cycles against each other. */
+    " SELECT 'f', u.id, u.eid, NULL, NULL, NULL, NULL, u.status FROM upd u JOIN exe x ON x.id = u.eid"
     " UNION ALL"
-    " SELECT 'f', id, eid, NULL, NULL, NULL, NULL, status FROM upd";
+    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
 
 static const struct {
     const char *name;
@@ -398,7 +428,7 @@ char *sq_text_array(const char *const *v, size_t n)
 }
 
 int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, const int64_t *lease_ms, size_t n,
-                       bool *extended, char *err, size_t errlen)
+                       char *state, char *err, size_t errlen)
 {
     char *a = sq_int8_array(ids, n), *b = sq_int8_array(execs, n), *c = sq_int8_array(lease_ms, n);
     int count = -1;
@@ -414,13 +444,21 @@ int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, c
         goto out;
     }
     for (size_t i = 0; i < n; i++)
-        extended[i] = false;
-    count = PQntuples(res);
-    for (int r = 0; r < count; r++) {
-        int64_t eid = strtoll(PQgetvalue(res, r, 0), NULL, 10);
-        for (size_t i = 0; i < n; i++)
-            if (execs[i] == eid)
-                extended[i] = true;
+        state[i] = SQ_LEASE_LOST;
+    count = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        bool ext = PQgetvalue(res, r, 0)[0] == 'x';
+        int64_t eid = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+        for (size_t i = 0; i < n; i++) {
+            if (execs[i] != eid)
+                continue;
+            if (ext) {
+                state[i] = SQ_LEASE_EXTENDED;
+                count++;
+            } else if (state[i] == SQ_LEASE_LOST) {
+                state[i] = SQ_LEASE_BUSY;
+            }
+        }
     }
     PQclear(res);
 out:

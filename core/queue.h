@@ -64,13 +64,19 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
                    const char *worker, int limit, const struct sq_outcomes *done, struct sq_claimed *out,
                    char *applied, char *err, size_t errlen);
 
+enum sq_lease_state {
+    SQ_LEASE_LOST = 0,     /* no longer this execution's: reclaimed, released or finished */
+    SQ_LEASE_EXTENDED = 1,
+    SQ_LEASE_BUSY = 2      /* still ours, but locked by someone right now: not renewed this time */
+};
+
 /*
- * Extend the leases of the given running executions. On success returns the
- * number extended and sets extended[i] for each one still owned; an
- * execution not extended was lost (re-claimed, released or finished).
+ * Extend the leases of the given running executions without waiting for
+ * any row lock. On success returns the number extended and sets state[i]
+ * (an enum sq_lease_state) for each.
  */
 int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, const int64_t *lease_ms, size_t n,
-                       bool *extended, char *err, size_t errlen);
+                       char *state, char *err, size_t errlen);
 
 /* Expired leases -> pending (or dead when out of attempts); returns count. */
 int sq_queue_reap(PGconn *conn, int limit, char *err, size_t errlen);

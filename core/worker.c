@@ -229,6 +229,7 @@ static void take_slot(struct sq_worker *w, int k, const struct sq_claimed *c, in
     sl->lease_deadline = sq_now_ms() + lease_ms;
     sl->timeout_at = 0;
     sl->timed_out = false;
+    sl->finished = false;
     atomic_store(&sl->stop, 0);
     pthread_mutex_unlock(&w->host->slots_lock);
 }
@@ -569,6 +570,9 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
     if (delay < 0)
         delay = sq_backoff_ms(c->attempt, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS,
                               kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
+    pthread_mutex_lock(&h->slots_lock);
+    slot->finished = true;
+    pthread_mutex_unlock(&h->slots_lock);
     pending_add(pend, c, out, delay, ctx.error);
 }
 
@@ -676,7 +680,7 @@ void *sq_worker_main(void *arg)
 struct hb_snapshot {
     int64_t *ids, *execs, *leases;
     struct sq_slot **slot;
-    bool *extended;
+    char *state; /* enum sq_lease_state */
     size_t n;
 };
 
@@ -718,10 +722,12 @@ static void apply_heartbeat(struct sq_host *h, struct hb_snapshot *s, bool ok, i
         struct sq_slot *sl = s->slot[i];
         if (sl->job_id != s->ids[i] || sl->execution_id != s->execs[i])
             continue; /* finished meanwhile */
-        if (ok && s->extended[i]) {
+        if (ok && s->state[i] == SQ_LEASE_EXTENDED) {
             sl->lease_deadline = sent_at + sl->lease_ms;
-        } else if (ok) {
-            if (!atomic_exchange(&sl->stop, 1))
+        } else if (ok && s->state[i] == SQ_LEASE_LOST) {
+            /* A finished handler's outcome is on its way; the cycle that
+             * records it (or is fenced) will say what happened. */
+            if (!atomic_exchange(&sl->stop, 1) && !sl->finished)
                 log_warn("job %" PRId64 ": lease lost (the job was reclaimed, released or finished elsewhere); "
                          "asking the handler to stop",
                          s->ids[i]);
@@ -750,7 +756,7 @@ void *sq_heartbeat_main(void *arg)
                             .execs = calloc(cap, sizeof(int64_t)),
                             .leases = calloc(cap, sizeof(int64_t)),
                             .slot = calloc(cap, sizeof(struct sq_slot *)),
-                            .extended = calloc(cap, sizeof(bool))};
+                            .state = calloc(cap, 1)};
     PGconn *conn = NULL;
     bool reported = false;
     char err[512];
@@ -782,7 +788,7 @@ void *sq_heartbeat_main(void *arg)
         snapshot(h, &s);
         if (s.n > 0) {
             int64_t sent = sq_now_ms();
-            int r = sq_queue_heartbeat(conn, s.ids, s.execs, s.leases, s.n, s.extended, err, sizeof err);
+            int r = sq_queue_heartbeat(conn, s.ids, s.execs, s.leases, s.n, s.state, err, sizeof err);
             if (r < 0)
                 log_warn("heartbeat failed: %s", err);
             apply_heartbeat(h, &s, r >= 0, sent);
@@ -806,6 +812,6 @@ void *sq_heartbeat_main(void *arg)
     free(s.execs);
     free(s.leases);
     free(s.slot);
-    free(s.extended);
+    free(s.state);
     return NULL;
 }

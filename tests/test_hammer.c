@@ -503,3 +503,44 @@ Test(hammer, mixed_retries_and_transactions, .timeout = 600)
     for (int i = 0; i < 2; i++)
         th_assert_clean_log(h[i].ini);
 }
+
+/* The load scenario: 100,000 jobs (scaled), 4 host processes x 8 threads
+ * claiming in batches, exactly once, and every invariant holds after. */
+Test(hammer, load_four_hosts_eight_threads, .timeout = 900)
+{
+    struct th_db db;
+    th_db_new(&db);
+    const long long n = scaled(100000, 1000);
+    char ledger[600];
+    snprintf(ledger, sizeof ledger, "%s/load.ledger", th_tmpdir());
+    struct host h[4] = {{.name = "load-a"}, {.name = "load-b"}, {.name = "load-c"}, {.name = "load-d"}};
+    struct host *hs[4];
+    for (int i = 0; i < 4; i++) {
+        h[i].ini = th_host_ini(&db, h[i].name, NULL, ledger, "[queue default]\nthreads = 8\nbatch = 20\n");
+        hs[i] = &h[i];
+        host_start(&h[i]);
+    }
+    cr_assert_geq(wait_at_least(db.conn, 32, 60000, 50, hs, 4, CONNECTED_SQL), 32, "hosts did not connect");
+
+    int64_t t0 = th_now_ms();
+    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, %lld)", n);
+    long long done = wait_at_least(db.conn, n, 600000, 200, hs, 4, DONE_SQL);
+    int64_t wall = th_now_ms() - t0;
+    cr_assert_eq(done, n, "only %lld of %lld jobs done after 600 s", done, n);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(host_stop(&h[i], 20000), 0, "host %s did not stop cleanly on SIGTERM", h[i].name);
+
+    check_exactly_once(db.conn, n, ledger);
+    th_check_invariants(db.conn);
+    fprintf(stderr, "[hammer] load split:");
+    for (int i = 0; i < 4; i++) {
+        long long by_db = th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE worker LIKE '%s:%%'",
+                                     h[i].name);
+        fprintf(stderr, " %s=%lld", h[i].name, by_db);
+        cr_expect_gt(by_db, 0, "host %s claimed no job", h[i].name);
+    }
+    fprintf(stderr, "\n");
+    report("load, 4 hosts x 8 threads, batch 20", n, 32, 4, db.conn, wall);
+    for (int i = 0; i < 4; i++)
+        th_assert_clean_log(h[i].ini);
+}
