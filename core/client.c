@@ -26,6 +26,53 @@ const char *skipq_strerror(skipq_rc rc)
     return "unknown error";
 }
 
+/* Map a failed enqueue statement to a status and a message. */
+static skipq_rc enqueue_error(PGconn *conn, PGresult *res, char *errbuf, size_t errlen)
+{
+    const char *st = sq_db_sqlstate(res);
+    char msg[SKIPQ_ERRBUF_SIZE];
+    sq_db_error(conn, res, msg, sizeof msg);
+    /* Class 22 is "data exception": bad JSON, bad value, NUL bytes. */
+    if (strncmp(st, "22", 2) == 0) {
+        if (strcmp(st, "22P02") == 0 || strcmp(st, "22P05") == 0 || strstr(msg, "json"))
+            snprintf(errbuf, errlen, "invalid JSON payload: %s", msg);
+        else
+            snprintf(errbuf, errlen, "%s", msg);
+        return SKIPQ_EINVAL;
+    }
+    if (strcmp(st, "42883") == 0 || strcmp(st, "3F000") == 0 || strcmp(st, "42P01") == 0) {
+        snprintf(errbuf, errlen, "the skipq schema is missing or outdated (run `skipq migrate`): %s", msg);
+        return SKIPQ_ESCHEMA;
+    }
+    snprintf(errbuf, errlen, "%s", msg);
+    return SKIPQ_EDB;
+}
+
+skipq_rc skipq_enqueue_many(PGconn *conn, const char *jobs_json, int64_t *count_out, char *errbuf, size_t errlen)
+{
+    char dummy[SKIPQ_ERRBUF_SIZE];
+    if (!errbuf) {
+        errbuf = dummy;
+        errlen = sizeof dummy;
+    }
+    if (!conn || !jobs_json) {
+        snprintf(errbuf, errlen, "skipq_enqueue_many: %s is NULL", conn ? "jobs_json" : "conn");
+        return SKIPQ_EINVAL;
+    }
+    const char *params[1] = {jobs_json};
+    PGresult *res =
+        PQexecParams(conn, "SELECT count(*) FROM skipq.enqueue_many($1::jsonb)", 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        skipq_rc rc = enqueue_error(conn, res, errbuf, errlen);
+        PQclear(res);
+        return rc;
+    }
+    if (count_out)
+        *count_out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return SKIPQ_OK;
+}
+
 skipq_rc skipq_enqueue(PGconn *conn, const char *kind, const char *payload, const skipq_enqueue_opts *opts,
                        int64_t *id_out, char *errbuf, size_t errlen)
 {
@@ -56,23 +103,7 @@ skipq_rc skipq_enqueue(PGconn *conn, const char *kind, const char *payload, cons
                                  "now() + $5::bigint * interval '1 millisecond', $6::int)",
                                  6, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        const char *st = sq_db_sqlstate(res);
-        char msg[SKIPQ_ERRBUF_SIZE];
-        sq_db_error(conn, res, msg, sizeof msg);
-        skipq_rc rc = SKIPQ_EDB;
-        /* Class 22 is "data exception": bad JSON, bad value, NUL bytes. */
-        if (strncmp(st, "22", 2) == 0) {
-            rc = SKIPQ_EINVAL;
-            if (strcmp(st, "22P02") == 0 || strcmp(st, "22P05") == 0 || strstr(msg, "json"))
-                snprintf(errbuf, errlen, "invalid JSON payload: %s", msg);
-            else
-                snprintf(errbuf, errlen, "%s", msg);
-        } else if (strcmp(st, "42883") == 0 || strcmp(st, "3F000") == 0 || strcmp(st, "42P01") == 0) {
-            rc = SKIPQ_ESCHEMA;
-            snprintf(errbuf, errlen, "the skipq schema is missing or outdated (run `skipq migrate`): %s", msg);
-        } else {
-            snprintf(errbuf, errlen, "%s", msg);
-        }
+        skipq_rc rc = enqueue_error(conn, res, errbuf, errlen);
         PQclear(res);
         return rc;
     }

@@ -4,6 +4,7 @@
  * Exit codes are a contract scripts rely on: 0 success, 1 runtime failure
  * (database unreachable, SQL refused), 2 usage, configuration or bad input.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -148,6 +149,152 @@ static int cmd_migrate(int argc, char **argv)
 
 /* ---- enqueue ---------------------------------------------------------------- */
 
+#define FILE_BATCH_JOBS 5000
+#define FILE_BATCH_BYTES (8u << 20)
+
+/* One batch of NDJSON lines being turned into a JSON array. */
+struct file_batch {
+    char *buf;
+    size_t len, cap;
+    long *lines; /* file line of each element */
+    size_t n;
+};
+
+static bool batch_append(struct file_batch *b, const char *line, size_t n, long lineno)
+{
+    if (b->len + n + 3 > b->cap) {
+        size_t cap = (b->len + n + 3) * 2;
+        char *nb = realloc(b->buf, cap);
+        if (!nb)
+            return false;
+        b->buf = nb;
+        b->cap = cap;
+    }
+    b->buf[b->len++] = b->n ? ',' : '[';
+    memcpy(b->buf + b->len, line, n);
+    b->len += n;
+    b->buf[b->len] = '\0';
+    b->lines[b->n++] = lineno;
+    return true;
+}
+
+/* The server said element i is bad, or could not parse the batch: name the line. */
+static long bad_line(PGconn *conn, const struct file_batch *b, const char *err, char **lines_text)
+{
+    const char *j = strstr(err, "job ");
+    if (j) {
+        long i = strtol(j + 4, NULL, 10);
+        if (i >= 0 && (size_t)i < b->n)
+            return b->lines[i];
+    }
+    for (size_t i = 0; i < b->n; i++) { /* a JSON syntax error: find it */
+        const char *params[1] = {lines_text[i]};
+        PGresult *r = PQexecParams(conn, "SELECT $1::jsonb", 1, NULL, params, NULL, NULL, 0);
+        bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+        PQclear(r);
+        if (!ok)
+            return b->lines[i];
+    }
+    return 0;
+}
+
+/*
+ * `skipq enqueue --file`: one job object per line, all in one transaction
+ * (the file is enqueued whole or not at all), sent in batches through
+ * skipq.enqueue_many(), with a progress line every second on stderr.
+ */
+static int enqueue_file(PGconn *conn, const char *path)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "skipq enqueue: cannot open %s: %s\n", path, strerror(errno));
+        return EXIT_USAGE;
+    }
+    struct file_batch b = {0};
+    char **texts = calloc(FILE_BATCH_JOBS, sizeof *texts);
+    b.lines = calloc(FILE_BATCH_JOBS, sizeof *b.lines);
+    char *line = NULL;
+    size_t cap = 0;
+    long lineno = 0;
+    int64_t total = 0, t0 = sq_now_ms(), last_report = t0;
+    int rc = EXIT_RUNTIME;
+    char err[SKIPQ_ERRBUF_SIZE];
+    if (!texts || !b.lines || !sq_db_exec(conn, "BEGIN", err, sizeof err)) {
+        fprintf(stderr, "skipq enqueue: %s\n", texts && b.lines ? err : "out of memory");
+        goto out;
+    }
+    for (;;) {
+        ssize_t got = getline(&line, &cap, f);
+        if (got >= 0) {
+            lineno++;
+            char *t = sq_trim(line);
+            if (!*t)
+                continue;
+            if (!(texts[b.n] = strdup(t)) || !batch_append(&b, t, strlen(t), lineno)) {
+                fprintf(stderr, "skipq enqueue: out of memory\n");
+                goto rollback;
+            }
+        }
+        bool flush = b.n > 0 && (got < 0 || b.n == FILE_BATCH_JOBS || b.len >= FILE_BATCH_BYTES);
+        if (flush) {
+            b.buf[b.len++] = ']';
+            b.buf[b.len] = '\0';
+            int64_t added = 0;
+            skipq_rc r = skipq_enqueue_many(conn, b.buf, &added, err, sizeof err);
+            if (r != SKIPQ_OK) {
+                PQclear(PQexec(conn, "ROLLBACK"));
+                long at = r == SKIPQ_EINVAL ? bad_line(conn, &b, err, texts) : 0;
+                if (at)
+                    fprintf(stderr, "skipq enqueue: %s:%ld: %s\n", path, at, err);
+                else
+                    fprintf(stderr, "skipq enqueue: %s: %s\n", path, err);
+                fprintf(stderr, "skipq enqueue: nothing was enqueued\n");
+                rc = r == SKIPQ_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
+                goto out;
+            }
+            total += added;
+            for (size_t i = 0; i < b.n; i++) {
+                free(texts[i]);
+                texts[i] = NULL;
+            }
+            b.n = 0;
+            b.len = 0;
+            int64_t now = sq_now_ms();
+            if (now - last_report >= 1000) {
+                fprintf(stderr, "skipq enqueue: %" PRId64 " jobs sent (%.0f/s), not yet committed\n", total,
+                        total * 1000.0 / (double)(now - t0 ? now - t0 : 1));
+                last_report = now;
+            }
+        }
+        if (got < 0)
+            break;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "skipq enqueue: cannot read %s: %s\n", path, strerror(errno));
+        goto rollback;
+    }
+    if (!sq_db_exec(conn, "COMMIT", err, sizeof err)) {
+        fprintf(stderr, "skipq enqueue: commit failed, nothing was enqueued: %s\n", err);
+        goto out;
+    }
+    printf("%" PRId64 "\n", total);
+    rc = 0;
+    goto out;
+rollback:
+    PQclear(PQexec(conn, "ROLLBACK"));
+    fprintf(stderr, "skipq enqueue: nothing was enqueued\n");
+out:
+    for (size_t i = 0; texts && i < FILE_BATCH_JOBS; i++)
+        free(texts[i]);
+    free(texts);
+    free(b.lines);
+    free(b.buf);
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
 static char *read_stdin(void)
 {
     size_t cap = 4096, n = 0;
@@ -172,9 +319,16 @@ static char *read_stdin(void)
 static int cmd_enqueue(int argc, char **argv)
 {
     static const char help[] =
-        "usage: skipq enqueue KIND [JSON] [OPTIONS]\n\n"
+        "usage: skipq enqueue KIND [JSON] [OPTIONS]\n"
+        "       skipq enqueue --file FILE [-c FILE] [--db CONNINFO]\n\n"
         "Add one job of KIND with the JSON payload (default {}; '-' reads it from\n"
         "standard input) and print its id.\n\n"
+        "With --file, FILE ('-': standard input) holds one job per line as a JSON\n"
+        "object: {\"kind\": \"...\", \"payload\": {...}, \"queue\": \"...\", \"priority\": N,\n"
+        "\"delay_ms\": N or \"run_at\": \"timestamp\", \"max_attempts\": N} (only kind is\n"
+        "required). The file is enqueued in one transaction, whole or not at all; a bad\n"
+        "line is reported as FILE:LINE. Prints the number of jobs added.\n\n"
+        "  -f, --file FILE         enqueue every job in FILE\n"
         "  -q, --queue NAME        queue (default \"default\")\n"
         "  -p, --priority N        higher runs first (default 0)\n"
         "  -d, --delay DURATION    run no earlier than now + DURATION (30, 30s, 500ms, 5m)\n"
@@ -186,18 +340,25 @@ static int cmd_enqueue(int argc, char **argv)
                                          {"priority", required_argument, NULL, 'p'},
                                          {"delay", required_argument, NULL, 'd'},
                                          {"max-attempts", required_argument, NULL, 'm'},
+                                         {"file", required_argument, NULL, 'f'},
                                          {0, 0, 0, 0}};
     struct common c = {0};
     skipq_enqueue_opts eo = {0};
+    const char *file = NULL;
+    bool per_job_option = false;
     int64_t v;
     int o;
     /* Permute so options may follow KIND and JSON. */
     optind = 1;
-    while ((o = next_opt(argc, argv, "q:p:d:m:", opts, &c)) != -1) {
+    while ((o = next_opt(argc, argv, "q:p:d:m:f:", opts, &c)) != -1) {
+        per_job_option |= o == 'q' || o == 'p' || o == 'd' || o == 'm';
         switch (o) {
         case 'h':
             fputs(help, stdout);
             return 0;
+        case 'f':
+            file = optarg;
+            break;
         case 'q':
             eo.queue = optarg;
             break;
@@ -220,6 +381,22 @@ static int cmd_enqueue(int argc, char **argv)
         default:
             return usage_error("enqueue", "%s", "invalid option");
         }
+    }
+    if (file) {
+        if (optind < argc || per_job_option)
+            return usage_error("enqueue", "%s",
+                               "--file takes no KIND, JSON, --queue, --priority, --delay or --max-attempts: "
+                               "each line says its own");
+        int rc = load_config(&c);
+        if (rc)
+            return rc;
+        PGconn *conn = connect_db(&c, "skipq enqueue");
+        sq_config_free(c.cfg);
+        if (!conn)
+            return EXIT_RUNTIME;
+        rc = enqueue_file(conn, file);
+        PQfinish(conn);
+        return rc;
     }
     if (optind >= argc)
         return usage_error("enqueue", "%s", "missing KIND");

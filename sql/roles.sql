@@ -6,7 +6,8 @@
 --     CREATE ROLE app_web LOGIN IN ROLE skipq_enqueuer;     -- your app
 --     CREATE ROLE jobs_host LOGIN IN ROLE skipq_worker;     -- skipq run
 --
--- skipq_enqueuer: may call skipq.enqueue() and nothing else in schema skipq.
+-- skipq_enqueuer: may call skipq.enqueue() and skipq.enqueue_many(), nothing
+--                 else in schema skipq.
 -- skipq_worker:   may claim, heartbeat, complete and sweep jobs (and
 --                 enqueue follow-up jobs), read stats; may not delete jobs,
 --                 change payloads, or alter the schema.
@@ -27,9 +28,10 @@ $$;
 REVOKE ALL ON SCHEMA skipq FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA skipq FROM PUBLIC;
 REVOKE ALL ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION skipq.enqueue_many(jsonb) FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA skipq TO skipq_enqueuer, skipq_worker;
-GRANT EXECUTE ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int)
+GRANT EXECUTE ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int), skipq.enqueue_many(jsonb)
     TO skipq_enqueuer, skipq_worker;
 
 -- The worker's statements: claim (SELECT ... FOR NO KEY UPDATE needs UPDATE),

@@ -55,6 +55,17 @@ skipq_rc skipq_enqueue(struct pg_conn *conn, const char *kind, const char *paylo
                        const skipq_enqueue_opts *opts, int64_t *id_out, char *errbuf, size_t errbuf_len);
 
 /*
+ * Enqueue many jobs in one statement. `jobs_json` is a JSON array of
+ * objects: {"kind": "...", "payload": {...}, "queue": "...", "priority": N,
+ * "run_at": "timestamp" or "delay_ms": N, "max_attempts": N}; only "kind" is
+ * required. The whole batch is checked before anything is written; the
+ * message of an SKIPQ_EINVAL names the first bad element (0-based) and why.
+ * On success *count_out (if not NULL) receives the number of jobs added.
+ */
+skipq_rc skipq_enqueue_many(struct pg_conn *conn, const char *jobs_json, int64_t *count_out, char *errbuf,
+                            size_t errbuf_len);
+
+/*
  * Bring the skipq schema up to date. Idempotent; safe when several hosts run
  * it at once (they serialise on an advisory lock). *applied_out (if not
  * NULL) receives the number of migrations applied by this call.

@@ -1,0 +1,125 @@
+/*
+ * test_bulk.c -- bulk enqueue: skipq.enqueue_many() in SQL, the C API
+ * skipq_enqueue_many(), and `skipq enqueue --file` (whole file or nothing).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "skipq/skipq.h"
+
+Test(bulk, enqueue_many_keeps_order_and_fields, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGresult *r = th_query(db.conn,
+                           "SELECT array_agg(id ORDER BY ord) FROM skipq.enqueue_many('["
+                           "{\"kind\": \"a\", \"payload\": {\"n\": 1}},"
+                           "{\"kind\": \"b\", \"queue\": \"mail\", \"priority\": 7, \"max_attempts\": 2},"
+                           "{\"kind\": \"c\", \"delay_ms\": 60000}]') WITH ORDINALITY AS t(id, ord)");
+    PQclear(r);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 3);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE kind = 'a' AND payload = '{\"n\": 1}'"
+                                    " AND queue = 'default' AND priority = 0 AND max_attempts = 5"),
+                 1);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE kind = 'b' AND queue = 'mail'"
+                                    " AND priority = 7 AND max_attempts = 2"),
+                 1);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE kind = 'c'"
+                                    " AND run_at BETWEEN now() + interval '59 seconds' AND now() + interval '61 seconds'"),
+                 1);
+    /* ids follow input order */
+    cr_expect_eq(th_scalar(db.conn, "SELECT ((array_agg(kind ORDER BY id))::text = '{a,b,c}')::int FROM skipq.jobs"), 1);
+}
+
+Test(bulk, enqueue_many_refuses_the_whole_batch, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    static const struct {
+        const char *json, *needle;
+    } cases[] = {
+        {"[{\"kind\": \"ok\"}, {\"kind\": \"bad kind\"}]", "job 1: kind"},
+        {"[{\"kind\": \"ok\"}, {\"kind\": \"ok\", \"queue\": \"\"}]", "job 1: queue"},
+        {"[{\"kind\": \"ok\", \"priority\": 5000000}]", "job 0: priority"},
+        {"[{\"kind\": \"ok\", \"max_attempts\": 0}]", "job 0: max_attempts"},
+        {"[{\"kind\": \"ok\", \"delay_ms\": -5}]", "job 0: delay_ms"},
+        {"[{\"payload\": {}}]", "job 0: kind"},
+        {"[1]", "job 0: is not an object"},
+        {"{\"kind\": \"ok\"}", "must be a JSON array"},
+        {"[{\"kind\": \"ok\", \"payload\": {\"a\": \"\\u0000\"}}]", "invalid JSON"},
+    };
+    char err[SKIPQ_ERRBUF_SIZE];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int64_t n = -1;
+        skipq_rc rc = skipq_enqueue_many(db.conn, cases[i].json, &n, err, sizeof err);
+        cr_expect_eq(rc, SKIPQ_EINVAL, "%s: rc %d (%s)", cases[i].json, rc, err);
+        cr_expect(strstr(err, cases[i].needle) != NULL, "%s: message \"%s\" lacks \"%s\"", cases[i].json, err,
+                  cases[i].needle);
+    }
+    th_execf(db.conn, "UPDATE skipq.settings SET value = '100' WHERE key = 'max_payload_bytes'");
+    cr_expect_eq(skipq_enqueue_many(db.conn, "[{\"kind\": \"ok\", \"payload\": {\"x\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                                             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}}]",
+                                    NULL, err, sizeof err),
+                 SKIPQ_EINVAL);
+    cr_expect(strstr(err, "the limit is 100") != NULL, "%s", err);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0, "a refused batch wrote rows");
+}
+
+static char *write_lines(const char *name, int n, int bad_at, const char *bad)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", th_tmpdir(), name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (int i = 1; i <= n; i++) {
+        if (i == bad_at)
+            fprintf(f, "%s\n", bad);
+        else
+            fprintf(f, "{\"kind\": \"noop\", \"payload\": {\"i\": %d}}\n", i);
+        if (i % 1000 == 0)
+            fputs("\n", f); /* blank lines are skipped but still counted */
+    }
+    fclose(f);
+    return strdup(path);
+}
+
+Test(bulk, cli_file_is_all_or_nothing, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char *out = NULL, *err = NULL;
+    char *good = write_lines("good.ndjson", 12000, 0, NULL);
+    cr_expect_eq(th_cli(&out, &err, "enqueue", "--file", good, "--db", db.conninfo, NULL), 0, "%s", err);
+    cr_expect_eq(atoll(out), 12000, "printed %s", out);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(DISTINCT payload) FROM skipq.jobs WHERE kind = 'noop'"), 12000);
+    free(out);
+    free(err);
+
+    /* A bad line in the third batch: nothing from the first two stays.
+     * Line 11000 holds job 11000 plus the 10 blank lines before it. */
+    th_execf(db.conn, "TRUNCATE skipq.jobs CASCADE");
+    char *bad = write_lines("bad.ndjson", 12000, 11000, "{\"kind\": \"no spaces allowed\"}");
+    cr_expect_eq(th_cli(NULL, &err, "enqueue", "--file", bad, "--db", db.conninfo, NULL), 2, "%s", err);
+    char where[700];
+    snprintf(where, sizeof where, "%s:%d:", bad, 11000 + 10);
+    cr_expect(strstr(err, where) != NULL, "stderr lacks %s: %s", where, err);
+    cr_expect(strstr(err, "nothing was enqueued") != NULL, "%s", err);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0);
+    free(err);
+
+    char *syntax = write_lines("syntax.ndjson", 20, 7, "{\"kind\": oops}");
+    cr_expect_eq(th_cli(NULL, &err, "enqueue", "--file", syntax, "--db", db.conninfo, NULL), 2, "%s", err);
+    snprintf(where, sizeof where, "%s:7:", syntax);
+    cr_expect(strstr(err, where) != NULL, "stderr lacks %s: %s", where, err);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0);
+    free(err);
+
+    cr_expect_eq(th_cli(NULL, &err, "enqueue", "--file", good, "--queue", "x", "--db", db.conninfo, NULL), 2);
+    free(err);
+    cr_expect_eq(th_cli(NULL, &err, "enqueue", "--file", "/nonexistent/file", "--db", db.conninfo, NULL), 2);
+    cr_expect(strstr(err, "/nonexistent/file") != NULL, "%s", err);
+    free(err);
+}
