@@ -69,6 +69,21 @@ static int load_config(struct common *c)
     return 0;
 }
 
+static PGconn *connect_db(struct common *c, const char *application_name);
+
+/* Load -c FILE (if given) and connect; *rc gets the exit code on failure. */
+static PGconn *open_db(struct common *c, const char *application_name, int *rc)
+{
+    if ((*rc = load_config(c)) != 0)
+        return NULL;
+    PGconn *conn = connect_db(c, application_name);
+    sq_config_free(c->cfg);
+    c->cfg = NULL;
+    if (!conn)
+        *rc = EXIT_RUNTIME;
+    return conn;
+}
+
 static PGconn *connect_db(struct common *c, const char *application_name)
 {
     struct sq_dbparams p;
@@ -127,13 +142,10 @@ static int cmd_migrate(int argc, char **argv)
     }
     if (optind < argc)
         return usage_error("migrate", "unexpected argument \"%s\"", argv[optind]);
-    int rc = load_config(&c);
-    if (rc)
-        return rc;
-    PGconn *conn = connect_db(&c, "skipq migrate");
-    sq_config_free(c.cfg);
+    int rc;
+    PGconn *conn = open_db(&c, "skipq migrate", &rc);
     if (!conn)
-        return EXIT_RUNTIME;
+        return rc;
     char err[SKIPQ_ERRBUF_SIZE];
     int applied = 0;
     skipq_rc r = skipq_migrate(conn, &applied, err, sizeof err);
@@ -387,13 +399,10 @@ static int cmd_enqueue(int argc, char **argv)
             return usage_error("enqueue", "%s",
                                "--file takes no KIND, JSON, --queue, --priority, --delay or --max-attempts: "
                                "each line says its own");
-        int rc = load_config(&c);
-        if (rc)
-            return rc;
-        PGconn *conn = connect_db(&c, "skipq enqueue");
-        sq_config_free(c.cfg);
+        int rc;
+        PGconn *conn = open_db(&c, "skipq enqueue", &rc);
         if (!conn)
-            return EXIT_RUNTIME;
+            return rc;
         rc = enqueue_file(conn, file);
         PQfinish(conn);
         return rc;
@@ -491,13 +500,10 @@ static int cmd_stats(int argc, char **argv)
     }
     if (optind < argc)
         return usage_error("stats", "unexpected argument \"%s\"", argv[optind]);
-    int rc = load_config(&c);
-    if (rc)
-        return rc;
-    PGconn *conn = connect_db(&c, "skipq stats");
-    sq_config_free(c.cfg);
+    int rc;
+    PGconn *conn = open_db(&c, "skipq stats", &rc);
     if (!conn)
-        return EXIT_RUNTIME;
+        return rc;
     char err[512];
     bool ok = sq_stats_print(conn, stdout, json, err, sizeof err);
     PQfinish(conn);

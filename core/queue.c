@@ -239,6 +239,30 @@ void sq_claimed_clear(struct sq_claimed *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Copy a claimed row (id, execution id, kind, payload, attempt, max
+ * attempts, starting at column `col`) out of a result. */
+static bool read_claimed(const PGresult *res, int row, int col, struct sq_claimed *c)
+{
+    c->id = strtoll(PQgetvalue(res, row, col), NULL, 10);
+    c->execution_id = strtoll(PQgetvalue(res, row, col + 1), NULL, 10);
+    c->kind = dup_n(PQgetvalue(res, row, col + 2), (size_t)PQgetlength(res, row, col + 2));
+    c->payload_len = (size_t)PQgetlength(res, row, col + 3);
+    c->payload = dup_n(PQgetvalue(res, row, col + 3), c->payload_len);
+    c->attempt = atoi(PQgetvalue(res, row, col + 4));
+    c->max_attempts = atoi(PQgetvalue(res, row, col + 5));
+    return c->kind && c->payload;
+}
+
+/* The claims are committed but cannot be held: their leases will expire and
+ * the sweep will hand them out again. */
+static int claimed_oom(struct sq_claimed *out, int n, char *err, size_t errlen)
+{
+    for (int k = 0; k < n; k++)
+        sq_claimed_clear(&out[k]);
+    snprintf(err, errlen, "out of memory reading claimed jobs");
+    return -1;
+}
+
 int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
                    const char *worker, int limit, struct sq_claimed *out, char *err, size_t errlen)
 {
@@ -253,22 +277,9 @@ int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, con
     }
     int n = PQntuples(res);
     for (int i = 0; i < n; i++) {
-        struct sq_claimed *c = &out[i];
-        c->id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-        c->execution_id = strtoll(PQgetvalue(res, i, 1), NULL, 10);
-        c->kind = dup_n(PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2));
-        c->payload_len = (size_t)PQgetlength(res, i, 3);
-        c->payload = dup_n(PQgetvalue(res, i, 3), c->payload_len);
-        c->attempt = atoi(PQgetvalue(res, i, 4));
-        c->max_attempts = atoi(PQgetvalue(res, i, 5));
-        if (!c->kind || !c->payload) {
-            /* The rows are claimed and committed: their leases will expire
-             * and the sweep will hand them out again. */
-            snprintf(err, errlen, "out of memory reading claimed jobs");
-            for (int k = 0; k <= i; k++)
-                sq_claimed_clear(&out[k]);
+        if (!read_claimed(res, i, 0, &out[i])) {
             PQclear(res);
-            return -1;
+            return claimed_oom(out, i + 1, err, errlen);
         }
     }
     PQclear(res);
@@ -358,21 +369,8 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
                                                               : SQ_COMPLETE_RETRY;
             continue;
         }
-        struct sq_claimed *c = &out[n];
-        c->id = strtoll(PQgetvalue(res, r, 1), NULL, 10);
-        c->execution_id = strtoll(PQgetvalue(res, r, 2), NULL, 10);
-        c->kind = dup_n(PQgetvalue(res, r, 3), (size_t)PQgetlength(res, r, 3));
-        c->payload_len = (size_t)PQgetlength(res, r, 4);
-        c->payload = dup_n(PQgetvalue(res, r, 4), c->payload_len);
-        c->attempt = atoi(PQgetvalue(res, r, 5));
-        c->max_attempts = atoi(PQgetvalue(res, r, 6));
-        n++;
-        if (!c->kind || !c->payload) {
-            /* Committed claims we cannot hold: their leases will expire. */
-            for (int k = 0; k < n; k++)
-                sq_claimed_clear(&out[k]);
-            snprintf(err, errlen, "out of memory reading claimed jobs");
-            n = -1;
+        if (!read_claimed(res, r, 1, &out[n++])) {
+            n = claimed_oom(out, n, err, errlen);
             break;
         }
     }
