@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,10 +20,33 @@
 
 static char admin_db_names[16][64];
 
-/* In a child about to exec skipq: sanitizer options meant for skipq itself
- * (leak checks) rather than for the test runner. */
+#define MAX_LIVE_HOSTS 32
+static pid_t live_hosts[MAX_LIVE_HOSTS];
+
+static void kill_leftover_hosts(void)
+{
+    for (int i = 0; i < MAX_LIVE_HOSTS; i++) {
+        if (live_hosts[i] > 0) {
+            kill(live_hosts[i], SIGKILL);
+            waitpid(live_hosts[i], NULL, 0);
+            live_hosts[i] = 0;
+        }
+    }
+}
+
+static void forget_host(pid_t pid)
+{
+    for (int i = 0; i < MAX_LIVE_HOSTS; i++)
+        if (live_hosts[i] == pid)
+            live_hosts[i] = 0;
+}
+
+/* In a child about to exec skipq: die with the test process, and use the
+ * sanitizer options meant for skipq itself (leak checks) rather than the
+ * test runner's. */
 static void child_env(void)
 {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     const char *o = getenv("SKIPQ_CHILD_ASAN_OPTIONS");
     if (o)
         setenv("ASAN_OPTIONS", o, 1);
@@ -207,7 +231,26 @@ pid_t th_host_start(const char *ini)
         execl(SKIPQ_BIN, SKIPQ_BIN, "run", "-c", ini, (char *)NULL);
         _exit(127);
     }
+    static bool registered;
+    if (!registered)
+        atexit(kill_leftover_hosts);
+    registered = true;
+    for (int i = 0; i < MAX_LIVE_HOSTS; i++) {
+        if (live_hosts[i] == 0) {
+            live_hosts[i] = pid;
+            break;
+        }
+    }
     return pid;
+}
+
+int th_host_exited(pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (pid <= 0 || waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid != pid)
+        return -1;
+    return si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
 }
 
 int th_wait_exit(pid_t pid, int timeout_ms)
@@ -216,8 +259,10 @@ int th_wait_exit(pid_t pid, int timeout_ms)
     for (;;) {
         int st;
         pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
+        if (r == pid) {
+            forget_host(pid);
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
         if (th_now_ms() > end)
             return -1;
         usleep(10000);
@@ -248,6 +293,13 @@ static char *slurp(const char *path)
     buf[got] = '\0';
     fclose(f);
     return buf;
+}
+
+char *th_host_log(const char *ini)
+{
+    char log[600];
+    snprintf(log, sizeof log, "%s.log", ini);
+    return slurp(log);
 }
 
 void th_assert_clean_log(const char *ini)

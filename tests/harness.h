@@ -55,8 +55,17 @@ char *th_write_file(const char *name, const char *content);
 char *th_host_ini(const struct th_db *db, const char *name, const char *host_extra, const char *ledger,
                   const char *extra);
 
-/* Start `skipq run -c ini` with stderr+stdout to <ini>.log. */
+/*
+ * Start `skipq run -c ini` with stderr+stdout to <ini>.log. Hosts never
+ * outlive the test: any still running at exit are killed, and each dies with
+ * the test process (a Criterion timeout kills it with SIGKILL, which runs no
+ * exit handler).
+ */
 pid_t th_host_start(const char *ini);
+/* Exit status of a host that has exited (not reaped), else -1. */
+int th_host_exited(pid_t pid);
+/* The host's log so far (malloc'd). */
+char *th_host_log(const char *ini);
 /* SIGTERM the host and wait up to timeout_ms for it; returns its exit status
  * (or -1 if it had to be killed). */
 int th_host_stop(pid_t pid, int timeout_ms);

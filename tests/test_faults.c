@@ -27,54 +27,31 @@ struct host {
     const char *name;
     char *ini;
     pid_t pid; /* 0 once reaped */
-    int slot;  /* in live_pids */
 };
 
 #define MAX_HOSTS 8
-/* By value: a failed assertion leaves the test's stack (and its struct host)
- * behind before the atexit handler runs. */
-static pid_t live_pids[MAX_HOSTS];
-static int n_live_hosts;
-
-/* A failed assertion ends the test: never leave hosts running (or stopped)
- * behind it. */
-static void kill_leftover_hosts(void)
-{
-    for (int i = 0; i < n_live_hosts; i++) {
-        if (live_pids[i] > 0) {
-            kill(live_pids[i], SIGKILL);
-            waitpid(live_pids[i], NULL, 0);
-            live_pids[i] = 0;
-        }
-    }
-}
-
-/* In every child the test forks (hosts included): die with the test process.
- * A Criterion timeout kills the test with SIGKILL, which runs no atexit
- * handler; this keeps hosts from outliving it. */
-static void die_with_parent(void)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-}
 
 static void host_start(struct host *h)
 {
-    if (n_live_hosts == 0) {
-        atexit(kill_leftover_hosts);
-        pthread_atfork(NULL, NULL, die_with_parent);
-    }
-    cr_assert_lt(n_live_hosts, MAX_HOSTS);
     h->pid = th_host_start(h->ini);
-    h->slot = n_live_hosts;
-    live_pids[n_live_hosts++] = h->pid;
 }
 
 /* SIGTERM and wait; the exit status, or -1 if it had to be killed. */
 static int host_stop(struct host *h, int timeout_ms)
 {
     int st = th_host_stop(h->pid, timeout_ms);
-    h->pid = live_pids[h->slot] = 0;
+    h->pid = 0;
     return st;
+}
+
+static int host_exited(const struct host *h)
+{
+    return th_host_exited(h->pid);
+}
+
+static char *slurp_log(const struct host *h)
+{
+    return th_host_log(h->ini);
 }
 
 /* Wait for the host to exit on its own; exit status, -1 on timeout. */
@@ -82,35 +59,8 @@ static int host_wait_exit(struct host *h, int timeout_ms)
 {
     int st = th_wait_exit(h->pid, timeout_ms);
     if (st != -1)
-        h->pid = live_pids[h->slot] = 0;
+        h->pid = 0;
     return st;
-}
-
-/* Exit status if the host has already exited (without reaping it), else -1. */
-static int host_exited(const struct host *h)
-{
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    if (h->pid <= 0 || waitid(P_PID, (id_t)h->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid != h->pid)
-        return -1;
-    return si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
-}
-
-static char *slurp_log(const struct host *h)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s.log", h->ini);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return strdup("");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
 }
 
 static bool log_has(const struct host *h, const char *needle)
