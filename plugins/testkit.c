@@ -10,6 +10,7 @@
  *   "txn": true         also insert (job_id, execution_id) into the effects
  *                       table inside the job's transaction
  *   "ignore_stop": true keep sleeping even when asked to stop
+ *   "leak_bytes": N     allocate N bytes and never free them (a leaky handler)
  *   "crash": "segv"|"abort"  kill the whole host (poison-job tests)
  *
  * Shows: payload-driven behaviour, cooperative stopping, transactional
@@ -116,6 +117,12 @@ static skipq_outcome run(skipq_job *job, void *userdata)
         if (strcmp(msg, "abort") == 0)
             abort();
         raise(SIGSEGV);
+    }
+    long long leak = json_int(p, "leak_bytes", 0);
+    if (leak > 0) {
+        char *lost = malloc((size_t)leak);
+        if (lost)
+            memset(lost, 0xA5, (size_t)leak); /* touch it, so it is really used */
     }
     long long sleep_ms = json_int(p, "sleep_ms", 0);
     bool ignore_stop = json_true(p, "ignore_stop");
