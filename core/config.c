@@ -120,6 +120,11 @@ static bool handle_host(struct parse_ctx *c, const char *key, const char *value)
         return set_duration(c, "host", key, value, 100, &cfg->heartbeat_ms);
     if (strcmp(key, "shutdown_grace") == 0)
         return set_duration(c, "host", key, value, 0, &cfg->grace_ms);
+    if (strcmp(key, "synchronous_commit") == 0) {
+        if (!sq_parse_bool(value, &cfg->synchronous_commit))
+            return fail(c, "[host] synchronous_commit: \"%s\" is not on or off", value);
+        return true;
+    }
     if (strcmp(key, "log_level") == 0) {
         int l = sq_log_level_parse(value);
         if (l < 0)
@@ -619,6 +624,7 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen)
     cfg->heartbeat_ms = 10000;
     cfg->grace_ms = 30000;
     cfg->log_level = SQ_LOG_INFO;
+    cfg->synchronous_commit = true;
     c.cfg = cfg;
     c.path = path;
 

@@ -53,6 +53,7 @@ struct sq_config {
     char *host_name;
     int64_t poll_ms, lease_ms, heartbeat_ms, grace_ms;
     int log_level;
+    bool synchronous_commit; /* false: SET synchronous_commit = off on skipq's sessions */
     struct sq_plugin_conf *plugins;
     size_t nplugins;
     struct sq_group_conf *groups;

@@ -176,7 +176,10 @@ static PGconn *open_session(struct sq_host *h, char *err, size_t errlen)
     PQsetNoticeProcessor(conn, notice_to_log, NULL);
     /* Whatever the role's default, skipq's transactions are READ COMMITTED:
      * SKIP LOCKED claims under REPEATABLE READ fail with 40001. */
+    /* synchronous_commit = off (opt-in): a commit lost in a server crash
+     * only means a job runs again, which at-least-once allows. */
     if (!sq_db_exec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED", err, errlen) ||
+        (!h->cfg->synchronous_commit && !sq_db_exec(conn, "SET synchronous_commit = off", err, errlen)) ||
         !sq_queue_prepare(conn, err, errlen)) {
         PQfinish(conn);
         return NULL;
