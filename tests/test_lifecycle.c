@@ -76,11 +76,14 @@ static void wait_status(PGconn *c, int64_t id, const char *status, const char *i
     }
 }
 
-static void stop_host(pid_t pid, const char *ini)
+/* Stop the host, check its log, and check the invariants every scenario
+ * must leave behind (th_check_invariants). */
+static void stop_host(PGconn *conn, pid_t pid, const char *ini)
 {
     current_host = 0;
     cr_expect_eq(th_host_stop(pid, 15000), 0, "host did not stop cleanly; see %s.log", ini);
     th_assert_clean_log(ini);
+    th_check_invariants(conn);
 }
 
 /* A job that must never have been touched by a host. */
@@ -117,7 +120,7 @@ Test(lifecycle, retries_with_growing_backoff_then_done, .timeout = 120)
                             "[queue default]\nthreads = 1\n\n[kind test]\nbackoff_base = 200ms\nbackoff_cap = 10s\n");
     pid_t pid = start_host(ini);
     wait_status(db.conn, id, "done", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
 
     cr_expect_eq(th_scalarf(db.conn, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 3);
     expect_text(db.conn, "retry,retry,done",
@@ -151,7 +154,7 @@ Test(lifecycle, backoff_cap_bounds_the_delay, .timeout = 120)
                             "[queue default]\nthreads = 1\n\n[kind test]\nbackoff_base = 100ms\nbackoff_cap = 150ms\n");
     pid_t pid = start_host(ini);
     wait_status(db.conn, id, "done", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
     cr_expect_eq(th_scalarf(db.conn, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 4);
     /* Retry 3 uncapped would be 400 ms ([200, 400] jittered); capped: [75, 150]. */
     char *v = textf(db.conn,
@@ -174,7 +177,7 @@ Test(lifecycle, always_failing_job_ends_dead, .timeout = 120)
     /* Give a wrongly re-queued job the chance to run again before looking. */
     int64_t probe = th_enqueue(db.conn, "test", "{}", NULL, -100, 0);
     wait_status(db.conn, probe, "done", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
 
     expect_text(db.conn, "dead 3 3 upstream said no",
                 "SELECT concat_ws(' ', status, attempts, max_attempts, last_error) FROM skipq.jobs WHERE id = %" PRId64,
@@ -206,7 +209,7 @@ Test(lifecycle, permanent_failure_is_dead_after_one_attempt, .timeout = 120)
     wait_status(db.conn, id, "dead", ini);
     int64_t probe = th_enqueue(db.conn, "test", "{}", NULL, -100, 0);
     wait_status(db.conn, probe, "done", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
     expect_text(db.conn, "dead 1 bad input: no Empfänger",
                 "SELECT concat_ws(' ', status, attempts, last_error) FROM skipq.jobs WHERE id = %" PRId64, id);
     expect_text(db.conn, "dead|bad input: no Empfänger",
@@ -232,7 +235,7 @@ Test(lifecycle, higher_priority_runs_first, .timeout = 120)
     char *ini = th_host_ini(&db, "priority", NULL, ledger, "[queue default]\nthreads = 1\n");
     pid_t pid = start_host(ini);
     long long done = th_wait_scalar(db.conn, 2 * N, WAIT_MS, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'");
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
     cr_assert_eq(done, 2 * N, "only %lld of %d jobs done; see %s.log", done, 2 * N, ini);
 
     int64_t *order = NULL;
@@ -269,7 +272,7 @@ Test(lifecycle, delayed_job_waits_for_run_at, .timeout = 120)
     expect_text(db.conn, "t",
                 "SELECT (status = 'pending' AND attempts = 0) OR now() >= run_at FROM skipq.jobs WHERE id = %lld", id);
     wait_status(db.conn, id, "done", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %lld", id), 1);
     expect_text(db.conn, "t",
                 "SELECT e.started_at >= j.run_at FROM skipq.jobs j JOIN skipq.job_executions e ON e.job_id = j.id"
@@ -295,14 +298,14 @@ Test(routing, unregistered_kind_is_never_claimed, .timeout = 120)
     wait_status(db.conn, t1, "done", ini);
     int64_t t2 = th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
     wait_status(db.conn, t2, "done", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
     expect_untouched(db.conn, other);
 
     /* Control: a host that does register the kind runs it. */
     char *ini2 = th_host_ini(&db, "with_other", NULL, NULL, "kinds = test, other\n\n[queue default]\nthreads = 1\n");
     pid = start_host(ini2);
     wait_status(db.conn, other, "done", ini2);
-    stop_host(pid, ini2);
+    stop_host(db.conn, pid, ini2);
 }
 
 Test(routing, group_claims_only_its_queue, .timeout = 120)
@@ -316,14 +319,14 @@ Test(routing, group_claims_only_its_queue, .timeout = 120)
     wait_status(db.conn, in_a, "done", ini);
     int64_t in_a2 = th_enqueue(db.conn, "test", "{}", "a", 0, 0);
     wait_status(db.conn, in_a2, "done", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
     expect_untouched(db.conn, in_b);
     int64_t in_default = th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
 
     char *ini2 = th_host_ini(&db, "queue_b", NULL, NULL, "[queue b]\nthreads = 1\n");
     pid = start_host(ini2);
     wait_status(db.conn, in_b, "done", ini2);
-    stop_host(pid, ini2);
+    stop_host(db.conn, pid, ini2);
     expect_untouched(db.conn, in_default);
 }
 
@@ -339,14 +342,14 @@ Test(routing, group_kinds_restrict_registered_kinds, .timeout = 120)
     wait_status(db.conn, t1, "done", ini);
     int64_t t2 = th_enqueue(db.conn, "test", "{}", "a", 0, 0);
     wait_status(db.conn, t2, "done", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
     expect_untouched(db.conn, other);
 
     /* Control: the plugin did register test.other; a group serving every kind runs it. */
     char *ini2 = th_host_ini(&db, "a_all", NULL, NULL, "kinds = test, test.other\n\n[queue a]\nthreads = 1\n");
     pid = start_host(ini2);
     wait_status(db.conn, other, "done", ini2);
-    stop_host(pid, ini2);
+    stop_host(db.conn, pid, ini2);
 }
 
 /* ---- transactional handlers ---------------------------------------------------------------- */
@@ -362,7 +365,7 @@ Test(lifecycle, txn_effects_commit_with_done_and_roll_back_on_failure, .timeout 
     pid_t pid = start_host(ini);
     wait_status(db.conn, ok, "done", ini);
     wait_status(db.conn, bad, "dead", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
 
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM public.testkit_effects WHERE job_id = %" PRId64, ok), 1,
                  "a done transactional job should leave exactly one effects row");
@@ -403,7 +406,7 @@ Test(lifecycle, failure_with_message_cut_inside_a_character, .timeout = 120)
     /* The one worker reaches the probe only once the failure is recorded. */
     wait_status(db.conn, probe, "done", ini);
     wait_status(db.conn, id, "dead", ini);
-    stop_host(pid, ini);
+    stop_host(db.conn, pid, ini);
     expect_text(db.conn, "dead 1 t",
                 "SELECT concat_ws(' ', status, attempts, last_error LIKE repeat(U&'\\00e9', 100) || '%%')"
                 " FROM skipq.jobs WHERE id = %" PRId64,
