@@ -91,6 +91,12 @@ static bool json_str(const char *json, const char *key, char *buf, size_t len)
         buf[n] = v[n];
         n++;
     }
+    /* Cut short inside a multi-byte character? Drop its lead bytes. */
+    if (v[n] && v[n] != '"')
+        while (n > 0 && ((unsigned char)buf[n - 1] & 0xC0) == 0x80)
+            n--;
+    if (n > 0 && v[n] && v[n] != '"' && ((unsigned char)buf[n - 1] & 0xC0) == 0xC0)
+        n--;
     buf[n] = '\0';
     return true;
 }
