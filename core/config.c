@@ -182,11 +182,26 @@ static bool parse_kind_list(struct parse_ctx *c, const char *sect, const char *v
     if (!copy)
         return fail(c, "out of memory");
     bool ok = true;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *next = copy;
+    if (strspn(copy, ", \t") == strlen(copy)) {
+        free(copy);
+        return fail(c, "[%s] kinds: empty list (leave the key out to serve every kind)", sect);
+    }
+    while (next) {
+        char *tok = next;
+        next = strchr(next, ',');
+        if (next)
+            *next++ = '\0';
         tok = sq_trim(tok);
         if (!sq_valid_name(tok)) {
             ok = fail(c, "[%s] kinds: \"%s\" is not a valid kind name", sect, tok);
+            break;
+        }
+        bool dup = false;
+        for (size_t i = 0; i < *n && !dup; i++)
+            dup = strcmp((*out)[i], tok) == 0;
+        if (dup) {
+            ok = fail(c, "[%s] kinds: \"%s\" is listed twice", sect, tok);
             break;
         }
         char **k = xrealloc_array(*out, *n + 1, sizeof *k);
@@ -453,6 +468,14 @@ static char *prescan(struct parse_ctx *c, const char *text, size_t len)
             if (nl > MAX_INI_NAME) {
                 c->err_line = line;
                 fail(c, "section name is longer than %d characters", MAX_INI_NAME);
+                goto bad;
+            }
+            const char *rest = close + 1;
+            while (rest < l + n && (*rest == ' ' || *rest == '\t'))
+                rest++;
+            if (rest < l + n && *rest != ';' && *rest != '#') {
+                c->err_line = line;
+                fail(c, "text after the section header [%.*s] (put each key on its own line)", (int)nl, l + 1);
                 goto bad;
             }
             const char *sp = memchr(l + 1, ' ', nl);

@@ -16,6 +16,12 @@
 #include "config.h"
 #include "util.h"
 
+/* SQLSTATE of the last error sq_db_error() saw on this thread, so callers
+ * that only kept the message can still tell a dead session from a bad
+ * statement. */
+static _Thread_local char last_sqlstate[6];
+
+
 static bool add(struct sq_dbparams *p, const char *k, const char *v)
 {
     const char **nk = realloc(p->keys, (p->n + 2) * sizeof *nk);
@@ -101,9 +107,8 @@ bool sq_db_conn_lost(PGconn *conn, const PGresult *res)
 {
     if (PQstatus(conn) != CONNECTION_OK)
         return true;
-    if (!res)
-        return false; /* no result to judge: the session itself is fine */
-    const char *st = sq_db_sqlstate(res);
+    /* No result: judge by the last error this thread recorded. */
+    const char *st = res ? sq_db_sqlstate(res) : last_sqlstate;
     /* 08: connection exception; 57P0x: admin/crash shutdown, cannot connect
      * now; 25006: we reached a read-only standby; 53300: too many
      * connections. All mean "this session is no good, make another". */
@@ -113,6 +118,7 @@ bool sq_db_conn_lost(PGconn *conn, const PGresult *res)
 
 void sq_db_error(PGconn *conn, const PGresult *res, char *err, size_t errlen)
 {
+    snprintf(last_sqlstate, sizeof last_sqlstate, "%s", sq_db_sqlstate(res));
     const char *m = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     if (!m || !*m)
         m = PQerrorMessage(conn);

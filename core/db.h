@@ -34,7 +34,9 @@ PGconn *sq_db_connect(const struct sq_dbparams *p, char *err, size_t errlen);
 /* "host=... port=... dbname=... user=..." of a live connection, for logs. */
 void sq_db_describe(PGconn *conn, char *buf, size_t len);
 
-/* Is this failure the connection's (reconnect) rather than the statement's? */
+/* Is this failure the connection's (reconnect) rather than the statement's?
+ * With res NULL, the last error recorded by sq_db_error() on this thread
+ * is judged. */
 bool sq_db_conn_lost(PGconn *conn, const PGresult *res);
 
 /* The SQLSTATE of a result, or "" */

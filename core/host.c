@@ -106,6 +106,15 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
     return true;
 }
 
+/* A [kind] section for a kind no plugin handles is most likely a typo. */
+static void warn_unhandled_kinds(const struct sq_host *h)
+{
+    for (size_t i = 0; i < h->cfg->nkinds; i++)
+        if (!sq_plugins_find(h->plugins, h->cfg->kinds[i].name))
+            log_warn("%s:%d: [kind %s]: no plugin registered this kind; its settings apply to nothing here",
+                     h->cfg->path, h->cfg->kinds[i].line, h->cfg->kinds[i].name);
+}
+
 static bool start_threads(struct sq_host *h)
 {
     int total = 0;
@@ -151,21 +160,42 @@ static bool start_threads(struct sq_host *h)
     return true;
 }
 
-/* Grace ran out: ask handlers to stop and give their jobs back now. */
+/*
+ * Grace ran out. Handlers still running are asked to stop and their jobs go
+ * back to pending now; jobs whose handlers already returned (a thread busy
+ * with the rest of its batch had not recorded them yet) get their outcomes
+ * recorded, so finished work is not run again.
+ */
 static void release_running(struct sq_host *h)
 {
     size_t cap = 1;
     for (int i = 0; i < h->nworkers; i++)
         cap += (size_t)h->workers[i].nslots;
-    int64_t *ids = calloc(cap, sizeof *ids);
-    int64_t *execs = calloc(cap, sizeof *execs);
+    int64_t *ids = calloc(cap, sizeof *ids), *execs = calloc(cap, sizeof *execs);
+    struct sq_outcomes done = {.ids = calloc(cap, sizeof(int64_t)),
+                               .execs = calloc(cap, sizeof(int64_t)),
+                               .outcomes = calloc(cap, sizeof(short)),
+                               .delays = calloc(cap, sizeof(int64_t)),
+                               .errors = calloc(cap, sizeof(char *))};
+    char *applied = calloc(cap, 1);
     size_t n = 0;
+    bool ok = ids && execs && done.ids && done.execs && done.outcomes && done.delays && done.errors && applied;
     pthread_mutex_lock(&h->slots_lock);
-    for (int i = 0; ids && execs && i < h->nworkers; i++) {
+    for (int i = 0; ok && i < h->nworkers; i++) {
         for (int k = 0; k < h->workers[i].nslots; k++) {
             struct sq_slot *sl = &h->workers[i].slots[k];
             atomic_store(&sl->stop, 1);
-            if (sl->job_id) {
+            if (!sl->job_id)
+                continue;
+            if (sl->finished) {
+                size_t d = done.n++;
+                done.ids[d] = sl->job_id;
+                done.execs[d] = sl->execution_id;
+                done.outcomes[d] = sl->outcome;
+                done.delays[d] = sl->delay_ms;
+                done.errors[d] = strdup(sl->error ? sl->error : "");
+                ok = done.errors[d] != NULL;
+            } else {
                 ids[n] = sl->job_id;
                 execs[n] = sl->execution_id;
                 n++;
@@ -173,19 +203,37 @@ static void release_running(struct sq_host *h)
         }
     }
     pthread_mutex_unlock(&h->slots_lock);
-    char err[512];
-    PGconn *conn = n ? sq_db_connect(&h->params, err, sizeof err) : NULL;
-    if (n && conn && sq_queue_prepare(conn, err, sizeof err)) {
+    char err[512] = "out of memory";
+    PGconn *conn = ok && (n || done.n) ? sq_db_connect(&h->params, err, sizeof err) : NULL;
+    if (conn && !sq_queue_prepare(conn, err, sizeof err)) {
+        PQfinish(conn);
+        conn = NULL;
+    }
+    if (conn && done.n) {
+        int r = sq_queue_cycle(conn, "", "{}", "{}", "shutdown", 0, &done, NULL, applied, err, sizeof err);
+        if (r < 0)
+            log_error("shutdown grace over: could not record %zu finished job(s); their leases will expire: %s",
+                      done.n, err);
+    }
+    if (conn && n) {
         int r = sq_queue_release(conn, ids, execs, n, err, sizeof err);
         if (r >= 0)
             log_warn("shutdown grace over: released %d running job(s) back to pending", r);
         else
             log_error("shutdown grace over: could not release running jobs (their leases will expire): %s", err);
-    } else if (n) {
-        log_error("shutdown grace over: cannot reach the database to release %zu job(s); their leases will expire: %s",
-                  n, err);
     }
+    if (!conn && (n || done.n))
+        log_error("shutdown grace over: cannot reach the database for %zu job(s); their leases will expire: %s",
+                  n + done.n, err);
     PQfinish(conn);
+    for (size_t d = 0; done.errors && d < done.n; d++)
+        free(done.errors[d]);
+    free(done.ids);
+    free(done.execs);
+    free(done.outcomes);
+    free(done.delays);
+    free(done.errors);
+    free(applied);
     free(ids);
     free(execs);
 }
@@ -251,6 +299,16 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     struct sq_host *h = &host;
     char err[1024];
     int rc = 1;
+    /* Block the signals before anything can start a thread (plugins may in
+     * init): every thread inherits the mask, and only signal_loop takes
+     * them. A SIGTERM during start-up waits for the loop. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->slots_lock, NULL);
     pthread_cond_init(&h->wake, NULL);
@@ -281,16 +339,10 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         rc = err[0] ? 2 : 1;
         goto out;
     }
+    warn_unhandled_kinds(h);
     if (!check_schema(h))
         goto out;
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
 
     if (!start_threads(h)) {
         log_error("cannot start threads");
@@ -304,6 +356,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
              h->name, (int)getpid(), h->nworkers, cfg->heartbeat_ms);
     rc = signal_loop(h, &set);
 join:
+    sq_host_stop(h); /* also when every worker ended on its own */
     for (int i = 0; i < h->nworkers; i++)
         if (h->workers[i].started)
             pthread_join(h->workers[i].thread, NULL);

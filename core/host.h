@@ -39,7 +39,11 @@ struct sq_slot {
     int64_t lease_deadline; /* monotonic ms: past it, assume the lease is lost */
     int64_t timeout_at;     /* monotonic ms of the kind's timeout; 0: none */
     bool timed_out;         /* past timeout_at: lease no longer renewed */
-    bool finished;          /* handler returned; outcome waits for the next cycle */
+    bool returned;          /* handler returned: no timeout applies any more */
+    bool finished;          /* outcome below waits for the next cycle */
+    short outcome;          /* skipq_outcome, when finished */
+    int64_t delay_ms;       /* retry delay, when finished */
+    const char *error;      /* owned by the worker's pending list, when finished */
     atomic_int stop;        /* the handler should stop (lease lost, timeout, shutdown) */
 };
 

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,6 +266,22 @@ static int enqueue_file(PGconn *conn, const char *path)
                 rc = r == SKIPQ_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
                 goto out;
             }
+            if ((size_t)added != b.n) {
+                /* A line held more than one JSON value ("{...},{...}"). */
+                PQclear(PQexec(conn, "ROLLBACK"));
+                long at = 0;
+                for (size_t i = 0; i < b.n && !at; i++) {
+                    const char *params[1] = {texts[i]};
+                    PGresult *tr = PQexecParams(conn, "SELECT jsonb_typeof($1::jsonb)", 1, NULL, params, NULL, NULL, 0);
+                    if (PQresultStatus(tr) != PGRES_TUPLES_OK || strcmp(PQgetvalue(tr, 0, 0), "object") != 0)
+                        at = b.lines[i];
+                    PQclear(tr);
+                }
+                fprintf(stderr, "skipq enqueue: %s:%ld: each line must hold exactly one JSON object\n", path, at);
+                fprintf(stderr, "skipq enqueue: nothing was enqueued\n");
+                rc = EXIT_USAGE;
+                goto out;
+            }
             total += added;
             for (size_t i = 0; i < b.n; i++) {
                 free(texts[i]);
@@ -468,6 +486,14 @@ static int cmd_run(int argc, char **argv)
         return usage_error("run", "unexpected argument \"%s\"", argv[optind]);
     if (!c.config_path)
         return usage_error("run", "%s", "missing -c FILE");
+    /* From here on a SIGTERM means "stop cleanly", even during start-up:
+     * keep it pending until the host's signal loop takes it. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     int rc = load_config(&c);
     if (rc)
         return rc;

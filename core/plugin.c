@@ -326,7 +326,7 @@ static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const c
     lp->info = info;
     ps->reg_err[0] = '\0';
     int rc = info->init(&lp->pub);
-    lp->initialised = true;
+    lp->initialised = rc == 0; /* a failed init cleans up after itself */
     if (rc != 0) {
         snprintf(err, errlen, "plugin \"%s\" (%s) failed to initialise (init returned %d)%s%s", name, lp->path, rc,
                  ps->reg_err[0] ? ": " : "", ps->reg_err);

@@ -170,7 +170,7 @@ static const char CYCLE_SQL[] =
     "     SET status = CASE u.status WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'retry' END,"
     "         finished_at = now(), error = CASE WHEN u.status = 'done' THEN NULL ELSE u.err END"
     "    FROM upd u WHERE e.id = u.eid"
-    "  RETURNING e.id"
+    "  RETURNING e.job_id, e.id, e.status"
     "), pick AS MATERIALIZED ("
     "  SELECT id, attempts FROM skipq.jobs"
     "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND kind = ANY($2::text[])"
@@ -193,7 +193,7 @@ static const char CYCLE_SQL[] =
      * the only ones it waits for) before the claim branch, whose SKIP LOCKED
      * pick never waits but may keep locks on rows it rejected. Claiming
      * first deadlocked two cycles against each other. */
-    " SELECT 'f', u.id, u.eid, NULL, NULL, NULL, NULL, u.status FROM upd u JOIN exe x ON x.id = u.eid"
+    " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe"
     " UNION ALL"
     " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
 

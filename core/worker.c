@@ -232,7 +232,9 @@ static void take_slot(struct sq_worker *w, int k, const struct sq_claimed *c, in
     sl->lease_deadline = sq_now_ms() + lease_ms;
     sl->timeout_at = 0;
     sl->timed_out = false;
+    sl->returned = false;
     sl->finished = false;
+    sl->error = NULL;
     atomic_store(&sl->stop, 0);
     pthread_mutex_unlock(&w->host->slots_lock);
 }
@@ -259,9 +261,12 @@ static void free_slot(struct sq_worker *w, int k)
     pthread_mutex_unlock(&w->host->slots_lock);
 }
 
-static bool slot_timed_out(struct sq_worker *w, int k)
+/* The handler returned: from now on no timeout applies. Returns whether
+ * the timeout had already passed. */
+static bool slot_returned(struct sq_worker *w, int k)
 {
     pthread_mutex_lock(&w->host->slots_lock);
+    w->slots[k].returned = true;
     bool t = w->slots[k].timed_out;
     pthread_mutex_unlock(&w->host->slots_lock);
     return t;
@@ -426,6 +431,9 @@ struct pending {
     bool retried; /* a cycle carrying these outcomes failed once already */
 };
 
+/* Stands in for an error message strdup could not copy. */
+static char no_memory_for_error[] = "";
+
 static bool pending_init(struct pending *p, int cap)
 {
     memset(p, 0, sizeof *p);
@@ -443,7 +451,8 @@ static bool pending_init(struct pending *p, int cap)
 static void pending_clear(struct pending *p)
 {
     for (size_t i = 0; i < p->o.n; i++) {
-        free(p->o.errors[i]);
+        if (p->o.errors[i] != no_memory_for_error)
+            free(p->o.errors[i]);
         p->o.errors[i] = NULL;
         sq_claimed_clear(&p->jobs[i]);
     }
@@ -470,10 +479,13 @@ static void pending_add(struct pending *p, struct sq_claimed *c, skipq_outcome o
     p->o.ids[i] = c->id;
     p->o.execs[i] = c->execution_id;
     p->o.outcomes[i] = (short)out;
-    p->o.delays[i] = delay_ms;
-    p->o.errors[i] = strdup(out == SKIPQ_DONE ? "" : error);
-    if (!p->o.errors[i])
-        p->o.errors[i] = strdup("");
+    /* At most ten years: larger delays overflow an interval. */
+    p->o.delays[i] = delay_ms < 0 ? 0 : delay_ms > 315360000000LL ? 315360000000LL : delay_ms;
+    p->o.errors[i] = strdup(out == SKIPQ_DONE || !error ? "" : error);
+    if (p->o.errors[i])
+        sq_utf8_sanitize(p->o.errors[i]);
+    else
+        p->o.errors[i] = no_memory_for_error;
     p->jobs[i] = *c;
     memset(c, 0, sizeof *c);
 }
@@ -497,6 +509,7 @@ static void pending_flush_one_by_one(struct sq_worker *w, PGconn **connp, struct
                                                  p->o.delays[i], p->o.errors[i]);
         log_outcome(&p->jobs[i], r, p->o.errors[i]);
     }
+    free_slots(w); /* before the strings the slots point to */
     pending_clear(p);
 }
 
@@ -546,7 +559,7 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
             out = SKIPQ_RETRY;
         }
     }
-    if (out != SKIPQ_FAIL && slot_timed_out(w, k)) {
+    if (slot_returned(w, k) && out != SKIPQ_FAIL) {
         /* Past its timeout the attempt has failed, whatever the handler
          * says: its lease was no longer renewed and the job may already run
          * elsewhere. */
@@ -573,10 +586,15 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
     if (delay < 0)
         delay = sq_backoff_ms(c->attempt, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS,
                               kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
+    pending_add(pend, c, out, delay, ctx.error);
+    /* Shutdown may need to record this outcome if the thread is still busy
+     * with the rest of its batch when the grace period ends. */
     pthread_mutex_lock(&h->slots_lock);
     slot->finished = true;
+    slot->outcome = (short)out;
+    slot->delay_ms = pend->o.delays[pend->o.n - 1];
+    slot->error = pend->o.errors[pend->o.n - 1];
     pthread_mutex_unlock(&h->slots_lock);
-    pending_add(pend, c, out, delay, ctx.error);
 }
 
 /* Shutdown began with claimed jobs not started: give them back now. */
@@ -615,6 +633,7 @@ void *sq_worker_main(void *arg)
     int cap = w->nslots;
     struct sq_claimed *claimed = calloc((size_t)cap, sizeof *claimed);
     struct pending pend;
+    memset(&pend, 0, sizeof pend);
     if (!claimed || !pending_init(&pend, cap)) {
         log_error("%s: out of memory", w->name);
         free(claimed);
@@ -645,17 +664,17 @@ void *sq_worker_main(void *arg)
             }
             log_error("%s: claim failed: %s", w->name, err);
             pending_flush_one_by_one(w, &conn, &pend);
-            free_slots(w);
             sq_host_wait(h, NULL, 0, h->cfg->poll_ms);
             continue;
         }
         pending_report(conn, &pend);
+        free_slots(w); /* before the strings the slots point to */
         pending_clear(&pend);
-        free_slots(w);
         if (n == 0) {
             limit = 1;
+            /* +-10% so a host's idle threads do not poll in lockstep. */
             if (!stopping)
-                sq_host_wait(h, g, gen, h->cfg->poll_ms);
+                sq_host_wait(h, g, gen, h->cfg->poll_ms * 9 / 10 + rand_r(&seed) % (h->cfg->poll_ms / 5 + 1));
             continue;
         }
         /* Deep backlog: claim more next time; shallow: fewer. */
@@ -699,7 +718,7 @@ static void snapshot(struct sq_host *h, struct hb_snapshot *s)
             struct sq_slot *sl = &h->workers[i].slots[k];
             if (!sl->job_id)
                 continue;
-            if (sl->timeout_at && now >= sl->timeout_at && !sl->timed_out) {
+            if (sl->timeout_at && now >= sl->timeout_at && !sl->timed_out && !sl->returned) {
                 sl->timed_out = true;
                 atomic_store(&sl->stop, 1);
                 log_warn("job %" PRId64 ": past its kind's timeout; asking the handler to stop, lease not renewed",

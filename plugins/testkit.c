@@ -179,6 +179,8 @@ static skipq_outcome run(skipq_job *job, void *userdata)
     return SKIPQ_DONE;
 }
 
+static void testkit_shutdown(skipq_plugin *p);
+
 static int testkit_init(skipq_plugin *p)
 {
     struct testkit *t = calloc(1, sizeof *t);
@@ -191,6 +193,7 @@ static int testkit_init(skipq_plugin *p)
         t->ledger_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (t->ledger_fd < 0) {
             skipq_plugin_log(p, SKIPQ_LOG_ERROR, "cannot open ledger %s: %s", path, strerror(errno));
+            testkit_shutdown(p);
             return 1;
         }
     }
@@ -204,8 +207,10 @@ static int testkit_init(skipq_plugin *p)
     char *save = NULL;
     for (char *k = strtok_r(list, ", ", &save); k; k = strtok_r(NULL, ", ", &save)) {
         int rc = skipq_register(p, k, run, t);
-        if (rc != SKIPQ_PLUGIN_OK)
+        if (rc != SKIPQ_PLUGIN_OK) {
+            testkit_shutdown(p);
             return rc;
+        }
     }
     return 0;
 }
@@ -216,6 +221,7 @@ static void testkit_shutdown(skipq_plugin *p)
     if (t && t->ledger_fd >= 0)
         close(t->ledger_fd);
     free(t);
+    skipq_set_state(p, NULL);
 }
 
 SKIPQ_PLUGIN("testkit", "1.0.0", testkit_init, testkit_shutdown)

@@ -72,7 +72,10 @@ static int notes_init(skipq_plugin *p)
              "VALUES ($1::bigint, $2::bigint, coalesce($3::jsonb ->> 'note', $3::text))",
              table);
     skipq_set_state(p, n);
-    return skipq_register(p, "note.write", write_note, n);
+    int rc = skipq_register(p, "note.write", write_note, n);
+    if (rc != SKIPQ_PLUGIN_OK)
+        free(n);
+    return rc;
 }
 
 static void notes_shutdown(skipq_plugin *p)

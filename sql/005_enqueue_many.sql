@@ -7,6 +7,22 @@
 -- It applies the same rules as skipq.enqueue(), checked for the whole batch
 -- before anything is written, and names the first offending element (0-based)
 -- and field. One INSERT for the batch: one statement-level NOTIFY per queue.
+-- Does t read as a finite timestamp at most 10 years ahead? (A bad value is
+-- a refusal naming the element, not a cast error naming nothing.)
+CREATE FUNCTION skipq.valid_run_at(t text) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    ts timestamptz;
+BEGIN
+    ts := t::timestamptz;
+    RETURN isfinite(ts) AND ts <= now() + interval '10 years';
+EXCEPTION WHEN others THEN
+    RETURN false;
+END
+$$;
+
 CREATE FUNCTION skipq.enqueue_many(jobs jsonb) RETURNS SETOF bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -45,6 +61,9 @@ BEGIN
                  OR (j ->> 'delay_ms')::bigint > 315360000000)
                 THEN 'delay_ms must be a whole number of milliseconds, at most 10 years'
             WHEN j ? 'run_at' AND j ? 'delay_ms' THEN 'give run_at or delay_ms, not both'
+            WHEN j ? 'run_at' AND (jsonb_typeof(j -> 'run_at') <> 'string'
+                 OR NOT skipq.valid_run_at(j ->> 'run_at'))
+                THEN 'run_at must be a timestamp no more than 10 years ahead'
             WHEN octet_length(coalesce(j -> 'payload', '{}'::jsonb)::text) > size_limit
                 THEN format('payload is %s bytes; the limit is %s',
                             octet_length((j -> 'payload')::text), size_limit)

@@ -123,3 +123,38 @@ Test(bulk, cli_file_is_all_or_nothing, .timeout = 120)
     cr_expect(strstr(err, "/nonexistent/file") != NULL, "%s", err);
     free(err);
 }
+
+Test(bulk, enqueue_many_checks_run_at, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    static const char *const bad[] = {
+        "[{\"kind\": \"ok\", \"run_at\": \"infinity\"}]",
+        "[{\"kind\": \"ok\", \"run_at\": \"9999-01-01\"}]",
+        "[{\"kind\": \"ok\", \"run_at\": null}]",
+        "[{\"kind\": \"ok\", \"run_at\": \"next tuesday-ish\"}]",
+    };
+    char err[SKIPQ_ERRBUF_SIZE];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_expect_eq(skipq_enqueue_many(db.conn, bad[i], NULL, err, sizeof err), SKIPQ_EINVAL, "%s: %s", bad[i], err);
+        cr_expect(strstr(err, "job 0: run_at") != NULL, "%s: %s", bad[i], err);
+    }
+    cr_expect_eq(skipq_enqueue_many(db.conn, "[{\"kind\": \"ok\", \"run_at\": \"2001-01-01T00:00:00Z\"}]", NULL, err,
+                                    sizeof err),
+                 SKIPQ_OK, "%s", err);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 1);
+}
+
+Test(bulk, cli_file_refuses_two_objects_on_a_line, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char *path = th_write_file("two.ndjson", "{\"kind\": \"a\"}\n{\"kind\": \"b\"},{\"kind\": \"c\"}\n{\"kind\": \"d\"}\n");
+    char *err = NULL;
+    cr_expect_eq(th_cli(NULL, &err, "enqueue", "--file", path, "--db", db.conninfo, NULL), 2, "%s", err);
+    char where[700];
+    snprintf(where, sizeof where, "%s:2:", path);
+    cr_expect(strstr(err, where) != NULL, "stderr lacks %s: %s", where, err);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0);
+    free(err);
+}

@@ -562,3 +562,24 @@ Test(config, runnable_needs_plugins_and_queues, .timeout = 60)
     cr_expect_not_null(strstr(err, "257 threads"), "%s", err);
     sq_config_free(cfg);
 }
+
+Test(config, text_after_a_section_header_is_refused, .timeout = 60)
+{
+    expect_error("after.ini", "[queue a]threads = 999\n", 1, "text after the section header", "[queue a]", NULL);
+}
+
+Test(config, kinds_list_with_empty_or_repeated_entries_is_refused, .timeout = 60)
+{
+    expect_error("empty.ini", "[queue a]\nkinds = test,,\n", 2, "kinds", "not a valid kind name", NULL);
+    expect_error("twice.ini", "[queue a]\nkinds = test, test\n", 2, "kinds", "listed twice", NULL);
+}
+
+Test(config, synchronous_commit_and_batch, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("sync.ini", "[host]\nsynchronous_commit = off\n[queue a]\nbatch = 50\n");
+    cr_expect_not(cfg->synchronous_commit);
+    cr_expect_eq(group(cfg, "a")->batch, 50);
+    sq_config_free(cfg);
+    expect_error("batch.ini", "[queue a]\nbatch = 0\n", 2, "batch", "1 to 1000", NULL);
+    expect_error("sync2.ini", "[host]\nsynchronous_commit = maybe\n", 2, "synchronous_commit", "maybe", NULL);
+}

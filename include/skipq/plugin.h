@@ -212,9 +212,10 @@ typedef struct skipq_plugin_info {
     const char *name;     /* for logs */
     const char *version;  /* the plugin's own version, for logs */
     /* Register handlers; return 0 on success, non-zero to refuse to start
-     * (log why with skipq_plugin_log first). Required. */
+     * (log why with skipq_plugin_log first, and free what you allocated:
+     * shutdown is not called after a failed init). Required. */
     int (*init)(skipq_plugin *p);
-    /* Release what init() set up. Optional (may be NULL). */
+    /* Release what a successful init() set up. Optional (may be NULL). */
     void (*shutdown)(skipq_plugin *p);
 } skipq_plugin_info;
 

@@ -1,0 +1,82 @@
+/*
+ * test_batch.c -- a thread holding several claimed jobs (`batch`): a job
+ * whose handler already returned keeps its lease until its outcome is
+ * recorded, whatever happens to the jobs after it in the batch.
+ */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static long long executions(PGconn *c, int64_t id)
+{
+    return th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %" PRId64, id);
+}
+
+/* The first job finishes at once; the second hangs past its kind's timeout.
+ * The first must not time out while it waits for the second. */
+Test(batch, finished_job_does_not_time_out_behind_a_slow_one, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    /* A thread's first claim takes 1 job, its second 2: `quick` alone, then
+     * `quick2` (finished at once) with `slow` behind it in the same batch,
+     * outlasting both the timeout and the 3 s lease. */
+    int64_t quick = th_enqueue(db.conn, "test", "{}", NULL, 10, 0);
+    int64_t quick2 = th_enqueue(db.conn, "test", "{}", NULL, 6, 0);
+    int64_t slow = th_enqueue(db.conn, "test", "{\"sleep_ms\": 6000, \"ignore_stop\": true}", NULL, 5, 1);
+    int64_t slow2 = th_enqueue(db.conn, "test", "{\"sleep_ms\": 6000, \"ignore_stop\": true}", NULL, 3, 1);
+    char *ini = th_host_ini(&db, "batch-timeout", NULL, NULL,
+                            "[queue default]\nthreads = 1\nbatch = 2\n\n[kind test]\ntimeout = 1s\n");
+    pid_t pid = th_host_start(ini);
+    cr_assert_eq(th_wait_scalar(db.conn, 4, 60000,
+                                "SELECT count(*) FROM skipq.jobs WHERE status IN ('done', 'dead')"),
+                 4, "jobs did not finish");
+    cr_expect_eq(th_host_stop(pid, 20000), 0);
+    int64_t quicks[2] = {quick, quick2};
+    for (int i = 0; i < 2; i++) {
+        cr_expect_eq(executions(db.conn, quicks[i]), 1, "quick job %" PRId64 " ran %lld times", quicks[i],
+                     executions(db.conn, quicks[i]));
+        cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %" PRId64 " AND status = 'done'",
+                                quicks[i]),
+                     1);
+    }
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id IN (%" PRId64 ", %" PRId64
+                                     ") AND status = 'dead'",
+                            slow, slow2),
+                 2, "the slow jobs did not time out");
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
+}
+
+/* Grace runs out while the second job of a batch runs: the first, already
+ * finished, is recorded done -- not released to run again. */
+Test(batch, grace_expiry_records_finished_jobs, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    int64_t warm = th_enqueue(db.conn, "test", "{}", NULL, 20, 0); /* first claim is 1 job */
+    int64_t quick = th_enqueue(db.conn, "test", "{}", NULL, 10, 0);
+    int64_t slow = th_enqueue(db.conn, "test", "{\"sleep_ms\": 30000, \"ignore_stop\": true}", NULL, 5, 0);
+    char *ini = th_host_ini(&db, "batch-grace", "shutdown_grace = 1s\n", NULL, "[queue default]\nthreads = 1\nbatch = 2\n");
+    pid_t pid = th_host_start(ini);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM skipq.job_executions WHERE job_id = %" PRId64 " AND status = 'running'", slow);
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 30000, sql), 1, "the slow job never started");
+    usleep(300000);
+    cr_expect_eq(th_host_stop(pid, 10000), 0);
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %" PRId64 " AND status = 'done'", warm), 1);
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %" PRId64 " AND status = 'done'", quick), 1,
+                 "a finished job was not recorded done at grace expiry");
+    cr_expect_eq(executions(db.conn, quick), 1);
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %" PRId64 " AND status = 'pending'", slow), 1,
+                 "the running job was not released");
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
+}
