@@ -411,3 +411,33 @@ void th_check_invariants(PGconn *conn)
     expect_none(conn, "pending job with no attempts left",
                 "SELECT id FROM skipq.jobs WHERE status = 'pending' AND attempts >= max_attempts");
 }
+
+void host_start(struct host *h)
+{
+    h->pid = th_host_start(h->ini);
+}
+
+int host_stop(struct host *h, int timeout_ms)
+{
+    int st = th_host_stop(h->pid, timeout_ms);
+    h->pid = 0;
+    return st;
+}
+
+int host_wait_exit(struct host *h, int timeout_ms)
+{
+    int st = th_wait_exit(h->pid, timeout_ms);
+    if (st != -1)
+        h->pid = 0;
+    return st;
+}
+
+int host_exited(const struct host *h)
+{
+    return th_host_exited(h->pid);
+}
+
+char *slurp_log(const struct host *h)
+{
+    return th_host_log(h->ini);
+}

@@ -84,6 +84,20 @@ size_t th_read_ledger(const char *path, int64_t **job_ids);
 
 int64_t th_now_ms(void);
 
+/* A named host process and its INI, for suites that juggle several. */
+struct host {
+    const char *name;
+    char *ini;
+    pid_t pid; /* 0 once reaped */
+};
+void host_start(struct host *h);
+/* SIGTERM and wait; the exit status, or -1 if it had to be killed. */
+int host_stop(struct host *h, int timeout_ms);
+/* Wait for the host to exit on its own; exit status, -1 on timeout. */
+int host_wait_exit(struct host *h, int timeout_ms);
+int host_exited(const struct host *h);
+char *slurp_log(const struct host *h);
+
 #endif
 
 /*

@@ -23,45 +23,7 @@
 
 /* ---- hosts ----------------------------------------------------------------------- */
 
-struct host {
-    const char *name;
-    char *ini;
-    pid_t pid; /* 0 once reaped */
-};
-
 #define MAX_HOSTS 8
-
-static void host_start(struct host *h)
-{
-    h->pid = th_host_start(h->ini);
-}
-
-/* SIGTERM and wait; the exit status, or -1 if it had to be killed. */
-static int host_stop(struct host *h, int timeout_ms)
-{
-    int st = th_host_stop(h->pid, timeout_ms);
-    h->pid = 0;
-    return st;
-}
-
-static int host_exited(const struct host *h)
-{
-    return th_host_exited(h->pid);
-}
-
-static char *slurp_log(const struct host *h)
-{
-    return th_host_log(h->ini);
-}
-
-/* Wait for the host to exit on its own; exit status, -1 on timeout. */
-static int host_wait_exit(struct host *h, int timeout_ms)
-{
-    int st = th_wait_exit(h->pid, timeout_ms);
-    if (st != -1)
-        h->pid = 0;
-    return st;
-}
 
 static bool log_has(const struct host *h, const char *needle)
 {

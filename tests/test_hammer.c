@@ -30,36 +30,7 @@
 
 /* ---- hosts ----------------------------------------------------------------------- */
 
-struct host {
-    const char *name;
-    char *ini;
-    pid_t pid; /* 0 once reaped */
-};
-
 #define MAX_HOSTS 8
-
-static void host_start(struct host *h)
-{
-    h->pid = th_host_start(h->ini);
-}
-
-/* SIGTERM and wait; the exit status, or -1 if it had to be killed. */
-static int host_stop(struct host *h, int timeout_ms)
-{
-    int st = th_host_stop(h->pid, timeout_ms);
-    h->pid = 0;
-    return st;
-}
-
-static int host_exited(const struct host *h)
-{
-    return th_host_exited(h->pid);
-}
-
-static char *slurp_log(const struct host *h)
-{
-    return th_host_log(h->ini);
-}
 
 /*
  * Poll `sql` every poll_ms until it returns at least `want` or timeout_ms
