@@ -135,6 +135,27 @@ static bool handle_host(struct parse_ctx *c, const char *key, const char *value)
     return fail(c, "unknown key \"%s\" in [host]", key);
 }
 
+static bool handle_retention(struct parse_ctx *c, const char *key, const char *value)
+{
+    struct sq_config *cfg = c->cfg;
+    if (strcmp(key, "done") == 0)
+        return set_duration(c, "retention", key, value, 0, &cfg->keep_done_ms);
+    if (strcmp(key, "dead") == 0)
+        return set_duration(c, "retention", key, value, 0, &cfg->keep_dead_ms);
+    if (strcmp(key, "cancelled") == 0)
+        return set_duration(c, "retention", key, value, 0, &cfg->keep_cancelled_ms);
+    if (strcmp(key, "interval") == 0)
+        return set_duration(c, "retention", key, value, 100, &cfg->retention_interval_ms);
+    if (strcmp(key, "batch") == 0) {
+        int64_t v;
+        if (!sq_parse_int(value, 1, 100000, &v))
+            return fail(c, "[retention] batch: \"%s\" must be a whole number from 1 to 100000", value);
+        cfg->retention_batch = (int)v;
+        return true;
+    }
+    return fail(c, "unknown key \"%s\" in [retention]", key);
+}
+
 static struct sq_plugin_conf *plugin_section(struct parse_ctx *c, const char *name)
 {
     struct sq_config *cfg = c->cfg;
@@ -361,6 +382,8 @@ static bool dispatch(struct parse_ctx *c, const char *section, const char *key, 
         ok = !key || handle_database(c, key, value);
     else if (strcmp(section, "host") == 0)
         ok = !key || handle_host(c, key, value);
+    else if (strcmp(section, "retention") == 0)
+        ok = !key || handle_retention(c, key, value);
     else if (arg && *arg && strcmp(word, "plugin") == 0)
         ok = handle_plugin(c, arg, key, value);
     else if (arg && *arg && strcmp(word, "queue") == 0)
@@ -368,7 +391,7 @@ static bool dispatch(struct parse_ctx *c, const char *section, const char *key, 
     else if (arg && *arg && strcmp(word, "kind") == 0)
         ok = handle_kind(c, arg, key, value);
     else
-        ok = fail(c, "unknown section [%s] (expected [database], [host], [plugin NAME], [queue NAME] or [kind NAME])",
+        ok = fail(c, "unknown section [%s] (expected [database], [host], [retention], [plugin NAME], [queue NAME] or [kind NAME])",
                   section);
     return ok;
 }
@@ -648,6 +671,8 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen)
     cfg->grace_ms = 30000;
     cfg->log_level = SQ_LOG_INFO;
     cfg->synchronous_commit = true;
+    cfg->retention_interval_ms = 60000;
+    cfg->retention_batch = 1000;
     c.cfg = cfg;
     c.path = path;
 

@@ -54,6 +54,10 @@ struct sq_config {
     int64_t poll_ms, lease_ms, heartbeat_ms, grace_ms;
     int log_level;
     bool synchronous_commit; /* false: SET synchronous_commit = off on skipq's sessions */
+    /* [retention]: delete finished jobs older than these (0: keep) */
+    int64_t keep_done_ms, keep_dead_ms, keep_cancelled_ms;
+    int64_t retention_interval_ms;
+    int retention_batch;
     struct sq_plugin_conf *plugins;
     size_t nplugins;
     struct sq_group_conf *groups;

@@ -197,10 +197,27 @@ static const char CYCLE_SQL[] =
     " UNION ALL"
     " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
 
+/*
+ * Retention: delete up to $3 jobs in status $1 finished more than $2 ms ago
+ * (their executions cascade). Only the host holding the transaction-scoped
+ * advisory lock deletes; the others get -1 rows back and skip this round.
+ */
+static const char RETAIN_SQL[] =
+    "WITH l AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(495946797170) AS got),"
+    " d AS ("
+    "  DELETE FROM skipq.jobs WHERE id IN ("
+    "    SELECT id FROM skipq.jobs"
+    "     WHERE status = $1 AND finished_at < now() - $2::int8 * interval '1 millisecond'"
+    "       AND (SELECT got FROM l)"
+    "     LIMIT $3 FOR UPDATE SKIP LOCKED)"
+    "  RETURNING 1)"
+    " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT count(*) FROM d) ELSE -1 END";
+
 static const struct {
     const char *name;
     const char *sql;
 } statements[] = {
+    {"sq_retain", RETAIN_SQL},
     {"sq_claim", CLAIM_SQL},         {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
     {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
     {"sq_cycle", CYCLE_SQL},
@@ -382,6 +399,23 @@ out:
     free(delays);
     free(errors);
     free(outcomes);
+    return n;
+}
+
+int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit, char *err, size_t errlen)
+{
+    char a[24], l[16];
+    snprintf(a, sizeof a, "%" PRId64, age_ms);
+    snprintf(l, sizeof l, "%d", limit);
+    const char *params[3] = {status, a, l};
+    PGresult *res = PQexecPrepared(conn, "sq_retain", 3, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        return -2;
+    }
+    int n = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
     return n;
 }
 

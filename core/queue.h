@@ -84,6 +84,11 @@ int sq_queue_reap(PGconn *conn, int limit, char *err, size_t errlen);
 /* Shutdown: give back jobs whose handlers are still running. */
 int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, size_t n, char *err, size_t errlen);
 
+/* Retention: delete up to `limit` jobs in `status` finished more than
+ * age_ms ago. Returns the number deleted, -1 if another host holds the
+ * retention lock, -2 on error. */
+int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit, char *err, size_t errlen);
+
 /* Format an int64 array / text array as a PostgreSQL array literal. */
 char *sq_int8_array(const int64_t *v, size_t n);
 char *sq_text_array(const char *const *v, size_t n);

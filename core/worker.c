@@ -767,6 +767,40 @@ static void apply_heartbeat(struct sq_host *h, struct hb_snapshot *s, bool ok, i
     pthread_mutex_unlock(&h->slots_lock);
 }
 
+/*
+ * One retention round: for each status with an age set, delete batches
+ * until one comes back short or a second has passed, so the heartbeat is
+ * never held up for long. Only one host at a time deletes.
+ */
+static void retention_round(struct sq_host *h, PGconn *conn)
+{
+    const struct sq_config *cfg = h->cfg;
+    const struct {
+        const char *status;
+        int64_t age;
+    } rules[] = {{"done", cfg->keep_done_ms}, {"dead", cfg->keep_dead_ms}, {"cancelled", cfg->keep_cancelled_ms}};
+    int64_t end = sq_now_ms() + 1000;
+    char err[512];
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        if (rules[i].age <= 0)
+            continue;
+        long total = 0;
+        int n;
+        do {
+            n = sq_queue_retain(conn, rules[i].status, rules[i].age, cfg->retention_batch, err, sizeof err);
+            if (n > 0)
+                total += n;
+        } while (n == cfg->retention_batch && sq_now_ms() < end);
+        if (n == -2)
+            log_warn("retention: could not delete %s jobs: %s", rules[i].status, err);
+        if (total > 0)
+            log_info("retention: deleted %ld %s job(s) finished more than %" PRId64 "ms ago", total,
+                     rules[i].status, rules[i].age);
+        if (n == -1)
+            return; /* another host is at it */
+    }
+}
+
 void *sq_heartbeat_main(void *arg)
 {
     struct sq_host *h = arg;
@@ -782,7 +816,8 @@ void *sq_heartbeat_main(void *arg)
     PGconn *conn = NULL;
     bool reported = false;
     char err[512];
-    int64_t next = 0;
+    int64_t next = 0, next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
+    bool retention = h->cfg->keep_done_ms > 0 || h->cfg->keep_dead_ms > 0 || h->cfg->keep_cancelled_ms > 0;
     while (atomic_load(&h->running) > 0) {
         int64_t now = sq_now_ms();
         if (now < next) {
@@ -823,6 +858,10 @@ void *sq_heartbeat_main(void *arg)
             }
             else if (reaped < 0)
                 log_warn("lease sweep failed: %s", err);
+            if (retention && sq_now_ms() >= next_retention) {
+                retention_round(h, conn);
+                next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
+            }
         }
         if (PQstatus(conn) != CONNECTION_OK) {
             PQfinish(conn);
