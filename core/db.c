@@ -103,6 +103,11 @@ const char *sq_db_sqlstate(const PGresult *res)
     return s ? s : "";
 }
 
+const char *sq_db_last_sqlstate(void)
+{
+    return last_sqlstate;
+}
+
 bool sq_db_conn_lost(PGconn *conn, const PGresult *res)
 {
     if (PQstatus(conn) != CONNECTION_OK)

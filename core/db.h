@@ -39,6 +39,9 @@ void sq_db_describe(PGconn *conn, char *buf, size_t len);
  * is judged. */
 bool sq_db_conn_lost(PGconn *conn, const PGresult *res);
 
+/* The SQLSTATE of the last error sq_db_error() recorded on this thread. */
+const char *sq_db_last_sqlstate(void);
+
 /* The SQLSTATE of a result, or "" */
 const char *sq_db_sqlstate(const PGresult *res);
 

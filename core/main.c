@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "config.h"
 #include "db.h"
 #include "host.h"
@@ -39,6 +40,9 @@ static const char USAGE[] =
     "  enqueue   add a job\n"
     "  run       run a host: load plugins, claim and run jobs\n"
     "  stats     show jobs per queue and kind\n"
+    "  jobs      list jobs, or show one with every attempt\n"
+    "  retry     put dead jobs back to pending\n"
+    "  cancel    cancel pending or running jobs\n"
     "  version   print the version\n"
     "\n"
     "common options:\n"
@@ -502,6 +506,212 @@ static int cmd_run(int argc, char **argv)
     return rc;
 }
 
+/* ---- jobs, retry, cancel --------------------------------------------------------------- */
+
+/* Exit code for a failed admin statement: bad input (class 22) is 2. */
+static int admin_failed(const char *cmd, const char *err)
+{
+    fprintf(stderr, "skipq %s: %s\n", cmd, err);
+    return strncmp(sq_db_last_sqlstate(), "22", 2) == 0 ? EXIT_USAGE : EXIT_RUNTIME;
+}
+
+/* Parse argv[optind..] as job ids into a malloc'd array. */
+static int parse_ids(const char *cmd, int argc, char **argv, int64_t **ids, size_t *n)
+{
+    *n = 0;
+    *ids = calloc((size_t)(argc > optind ? argc - optind : 1), sizeof **ids);
+    if (!*ids)
+        return EXIT_RUNTIME;
+    for (int i = optind; i < argc; i++) {
+        int64_t v;
+        if (!sq_parse_int(argv[i], 1, INT64_MAX, &v)) {
+            free(*ids);
+            return usage_error(cmd, "\"%s\" is not a job id", argv[i]);
+        }
+        (*ids)[(*n)++] = v;
+    }
+    return 0;
+}
+
+static int cmd_jobs(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: skipq jobs list [--status S] [--queue Q] [--kind K] [--limit N] [--json]\n"
+        "       skipq jobs show ID [--json]\n\n"
+        "list: the newest jobs first (default 50). show: one job, its payload and\n"
+        "every attempt (worker, start, finish, duration, outcome, error).\n";
+    static const struct option opts[] = {{"status", required_argument, NULL, 's'},
+                                         {"queue", required_argument, NULL, 'q'},
+                                         {"kind", required_argument, NULL, 'k'},
+                                         {"limit", required_argument, NULL, 'n'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {0, 0, 0, 0}};
+    struct common c = {0};
+    struct sq_job_filter f = {0};
+    bool json = false;
+    int64_t v;
+    int o;
+    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
+        switch (o) {
+        case 'h':
+            fputs(help, stdout);
+            return 0;
+        case 's':
+            f.status = optarg;
+            break;
+        case 'q':
+            f.queue = optarg;
+            break;
+        case 'k':
+            f.kind = optarg;
+            break;
+        case 'n':
+            if (!sq_parse_int(optarg, 1, 100000, &v))
+                return usage_error("jobs", "--limit: \"%s\" is not a whole number from 1 to 100000", optarg);
+            f.limit = (int)v;
+            break;
+        case 'j':
+            json = true;
+            break;
+        default:
+            return usage_error("jobs", "%s", "invalid option");
+        }
+    }
+    if (optind >= argc)
+        return usage_error("jobs", "%s", "missing list or show");
+    const char *sub = argv[optind++];
+    int64_t id = 0;
+    if (strcmp(sub, "show") == 0) {
+        if (optind + 1 != argc || !sq_parse_int(argv[optind], 1, INT64_MAX, &id))
+            return usage_error("jobs", "%s", "show takes one job id");
+    } else if (strcmp(sub, "list") != 0 || optind < argc) {
+        return usage_error("jobs", "unexpected \"%s\"", optind < argc ? argv[optind] : sub);
+    }
+    if (f.status && strcmp(f.status, "pending") && strcmp(f.status, "running") && strcmp(f.status, "done") &&
+        strcmp(f.status, "dead") && strcmp(f.status, "cancelled"))
+        return usage_error("jobs", "--status: \"%s\" is not pending, running, done, dead or cancelled", f.status);
+    int rc;
+    PGconn *conn = open_db(&c, "skipq jobs", &rc);
+    if (!conn)
+        return rc;
+    char err[512];
+    if (id) {
+        int r = sq_admin_show(conn, stdout, id, json, err, sizeof err);
+        rc = r == 1 ? 0 : r == 0 ? (fprintf(stderr, "skipq jobs: %s\n", err), EXIT_RUNTIME) : admin_failed("jobs", err);
+    } else {
+        rc = sq_admin_list(conn, stdout, &f, json, err, sizeof err) ? 0 : admin_failed("jobs", err);
+    }
+    PQfinish(conn);
+    return rc;
+}
+
+static int cmd_retry(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: skipq retry ID... [--attempts N]\n"
+        "       skipq retry --dead [--kind K] [--queue Q] [--since TIMESTAMP] [--attempts N]\n\n"
+        "Put dead jobs (and, by id, cancelled ones) back to pending, to run now.\n"
+        "Attempts are extended, not reset: a job gets N more (default 1), so\n"
+        "max_attempts becomes attempts + N and its earlier attempts stay on record.\n"
+        "--since: only jobs that died at or after TIMESTAMP. Prints how many.\n";
+    static const struct option opts[] = {{"dead", no_argument, NULL, 'D' + 256},
+                                         {"kind", required_argument, NULL, 'k'},
+                                         {"queue", required_argument, NULL, 'q'},
+                                         {"since", required_argument, NULL, 'S'},
+                                         {"attempts", required_argument, NULL, 'a'},
+                                         {0, 0, 0, 0}};
+    struct common c = {0};
+    struct sq_job_filter f = {0};
+    bool dead = false;
+    int extra = 1;
+    int64_t v;
+    int o;
+    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
+        switch (o) {
+        case 'h':
+            fputs(help, stdout);
+            return 0;
+        case 'D' + 256:
+            dead = true;
+            break;
+        case 'k':
+            f.kind = optarg;
+            break;
+        case 'q':
+            f.queue = optarg;
+            break;
+        case 'S':
+            f.since = optarg;
+            break;
+        case 'a':
+            if (!sq_parse_int(optarg, 1, 100000, &v))
+                return usage_error("retry", "--attempts: \"%s\" is not a whole number from 1 to 100000", optarg);
+            extra = (int)v;
+            break;
+        default:
+            return usage_error("retry", "%s", "invalid option");
+        }
+    }
+    if (dead == (optind < argc))
+        return usage_error("retry", "%s", "give job ids, or --dead with optional filters (not both)");
+    if (!dead && (f.kind || f.queue || f.since))
+        return usage_error("retry", "%s", "--kind, --queue and --since go with --dead");
+    int64_t *ids = NULL;
+    size_t n = 0;
+    int rc = dead ? 0 : parse_ids("retry", argc, argv, &ids, &n);
+    if (rc)
+        return rc;
+    PGconn *conn = open_db(&c, "skipq retry", &rc);
+    if (conn) {
+        char err[512];
+        long r = sq_admin_retry(conn, ids, n, &f, extra, err, sizeof err);
+        if (r < 0)
+            rc = admin_failed("retry", err);
+        else
+            printf("%ld job(s) back to pending\n", r);
+        PQfinish(conn);
+    }
+    free(ids);
+    return rc;
+}
+
+static int cmd_cancel(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: skipq cancel ID...\n\n"
+        "Cancel pending or running jobs. A running job's handler is asked to stop\n"
+        "(skipq_job_should_stop) at its host's next heartbeat; whatever it returns,\n"
+        "the job stays cancelled, never done. Prints how many were cancelled.\n";
+    struct common c = {0};
+    int o;
+    while ((o = next_opt(argc, argv, "", NULL, &c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        return usage_error("cancel", "%s", "invalid option");
+    }
+    if (optind >= argc)
+        return usage_error("cancel", "%s", "missing job ids");
+    int64_t *ids = NULL;
+    size_t n = 0;
+    int rc = parse_ids("cancel", argc, argv, &ids, &n);
+    if (rc)
+        return rc;
+    PGconn *conn = open_db(&c, "skipq cancel", &rc);
+    if (conn) {
+        char err[512];
+        long r = sq_admin_cancel(conn, ids, n, err, sizeof err);
+        if (r < 0)
+            rc = admin_failed("cancel", err);
+        else
+            printf("%ld job(s) cancelled\n", r);
+        PQfinish(conn);
+    }
+    free(ids);
+    return rc;
+}
+
 /* ---- stats ------------------------------------------------------------------------- */
 
 static int cmd_stats(int argc, char **argv)
@@ -559,7 +769,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } cmds[] = {{"migrate", cmd_migrate}, {"enqueue", cmd_enqueue}, {"run", cmd_run}, {"stats", cmd_stats}};
+    } cmds[] = {{"migrate", cmd_migrate}, {"enqueue", cmd_enqueue}, {"run", cmd_run},  {"stats", cmd_stats},
+                {"jobs", cmd_jobs},       {"retry", cmd_retry},     {"cancel", cmd_cancel}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 1, argv + 1);

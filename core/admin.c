@@ -1,0 +1,218 @@
+/*
+ * admin.c -- what an operator does to jobs from the shell: list them, look
+ * at one with every attempt, redrive dead ones, cancel.
+ *
+ * Cancelling a running job needs no message to its host: the job stops
+ * being `running` under the current execution, so the host's next
+ * heartbeat finds the lease gone and asks the handler to stop, and the
+ * handler's completion is fenced. A cancelled job never ends `done`.
+ */
+#include "admin.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "queue.h"
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+/* Print a result as a table, or as a JSON array of objects (NULL -> null;
+ * columns named in `numeric` unquoted). */
+static void print_rows(FILE *out, const PGresult *res, bool json, const char *numeric)
+{
+    int rows = PQntuples(res), cols = PQnfields(res);
+    if (json) {
+        fputc('[', out);
+        for (int r = 0; r < rows; r++) {
+            fputs(r ? ",{" : "{", out);
+            for (int c = 0; c < cols; c++) {
+                fprintf(out, "%s\"%s\":", c ? "," : "", PQfname(res, c));
+                if (PQgetisnull(res, r, c))
+                    fputs("null", out);
+                else if (strstr(numeric, PQfname(res, c)))
+                    fputs(PQgetvalue(res, r, c), out);
+                else
+                    json_str(out, PQgetvalue(res, r, c));
+            }
+            fputc('}', out);
+        }
+        fputs("]\n", out);
+        return;
+    }
+    int *w = calloc((size_t)cols, sizeof *w);
+    if (!w)
+        return;
+    for (int c = 0; c < cols; c++) {
+        w[c] = (int)strlen(PQfname(res, c));
+        for (int r = 0; r < rows; r++) {
+            int l = PQgetlength(res, r, c);
+            w[c] = l > w[c] ? (l > 60 ? 60 : l) : w[c];
+        }
+    }
+    for (int c = 0; c < cols; c++)
+        fprintf(out, "%s%-*s", c ? "  " : "", w[c], PQfname(res, c));
+    fputc('\n', out);
+    for (int r = 0; r < rows; r++) {
+        for (int c = 0; c < cols; c++)
+            fprintf(out, "%s%-*.*s", c ? "  " : "", w[c], w[c], PQgetisnull(res, r, c) ? "" : PQgetvalue(res, r, c));
+        fputc('\n', out);
+    }
+    free(w);
+}
+
+static PGresult *run(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
+{
+    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+static const char JOB_COLUMNS[] =
+    "id, queue, kind, status, attempts, max_attempts, priority, run_at, created_at, finished_at, "
+    "lease_expires_at, locked_by, last_error";
+
+bool sq_admin_list(PGconn *conn, FILE *out, const struct sq_job_filter *f, bool json, char *err, size_t errlen)
+{
+    char lim[16];
+    snprintf(lim, sizeof lim, "%d", f->limit > 0 ? f->limit : 50);
+    const char *params[4] = {f->status, f->queue, f->kind, lim};
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT %s FROM skipq.jobs"
+             " WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)"
+             "   AND ($3::text IS NULL OR kind = $3)"
+             " ORDER BY id DESC LIMIT $4::int",
+             JOB_COLUMNS);
+    PGresult *res = run(conn, sql, 4, params, err, errlen);
+    if (!res)
+        return false;
+    print_rows(out, res, json, "id,attempts,max_attempts,priority");
+    PQclear(res);
+    return true;
+}
+
+int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, size_t errlen)
+{
+    char a[24];
+    snprintf(a, sizeof a, "%" PRId64, id);
+    const char *params[1] = {a};
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT %s, payload::text AS payload FROM skipq.jobs WHERE id = $1::bigint",
+             JOB_COLUMNS);
+    PGresult *job = run(conn, sql, 1, params, err, errlen);
+    if (!job)
+        return -1;
+    if (PQntuples(job) == 0) {
+        PQclear(job);
+        snprintf(err, errlen, "no job with id %" PRId64, id);
+        return 0;
+    }
+    PGresult *ex = run(conn,
+                       "SELECT id AS execution, attempt, worker, status, started_at, finished_at,"
+                       " round(extract(epoch FROM finished_at - started_at) * 1000) AS ms, error"
+                       " FROM skipq.job_executions WHERE job_id = $1::bigint ORDER BY id",
+                       1, params, err, errlen);
+    if (!ex) {
+        PQclear(job);
+        return -1;
+    }
+    if (json) {
+        fputs("{\"job\":", out);
+        print_rows(out, job, true, "id,attempts,max_attempts,priority");
+        fputs(",\"executions\":", out);
+        print_rows(out, ex, true, "execution,attempt,ms");
+        fputs("}\n", out);
+    } else {
+        for (int c = 0; c < PQnfields(job); c++)
+            fprintf(out, "%-17s %s\n", PQfname(job, c), PQgetisnull(job, 0, c) ? "" : PQgetvalue(job, 0, c));
+        fputs("\nexecutions:\n", out);
+        print_rows(out, ex, false, "");
+    }
+    PQclear(job);
+    PQclear(ex);
+    return 1;
+}
+
+/*
+ * Redrive: dead (or cancelled) jobs go back to pending now, with `extra`
+ * more attempts: max_attempts = attempts + extra. Attempts are extended,
+ * not reset, so the audit trail (one execution per attempt) stays whole.
+ */
+long sq_admin_retry(PGconn *conn, const int64_t *ids, size_t n, const struct sq_job_filter *f, int extra,
+                    char *err, size_t errlen)
+{
+    char x[16];
+    snprintf(x, sizeof x, "%d", extra);
+    char *idarr = ids ? sq_int8_array(ids, n) : NULL;
+    if (ids && !idarr) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const char *params[5] = {idarr, f ? f->kind : NULL, f ? f->queue : NULL, f ? f->since : NULL, x};
+    PGresult *res = run(conn,
+                        "WITH r AS (UPDATE skipq.jobs SET status = 'pending', run_at = now(), finished_at = NULL,"
+                        "   max_attempts = attempts + $5::int, lease_expires_at = NULL"
+                        " WHERE (($1::int8[] IS NOT NULL AND id = ANY($1::int8[]) AND status IN ('dead', 'cancelled'))"
+                        "     OR ($1::int8[] IS NULL AND status = 'dead'"
+                        "         AND ($2::text IS NULL OR kind = $2) AND ($3::text IS NULL OR queue = $3)"
+                        "         AND ($4::timestamptz IS NULL OR finished_at >= $4::timestamptz)))"
+                        " RETURNING 1) SELECT count(*) FROM r",
+                        5, params, err, errlen);
+    free(idarr);
+    if (!res)
+        return -1;
+    long count = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return count;
+}
+
+long sq_admin_cancel(PGconn *conn, const int64_t *ids, size_t n, char *err, size_t errlen)
+{
+    char *idarr = sq_int8_array(ids, n);
+    if (!idarr) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const char *params[1] = {idarr};
+    PGresult *res = run(conn,
+                        "WITH lk AS MATERIALIZED ("
+                        "  SELECT id FROM skipq.jobs WHERE id = ANY($1::int8[]) AND status IN ('pending', 'running')"
+                        "   ORDER BY id FOR NO KEY UPDATE"
+                        "), c AS ("
+                        "  UPDATE skipq.jobs j SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL,"
+                        "         last_error = 'cancelled by an operator'"
+                        "    FROM lk WHERE j.id = lk.id AND j.status IN ('pending', 'running')"
+                        "  RETURNING j.id, j.current_execution_id"
+                        "), e AS ("
+                        "  UPDATE skipq.job_executions x SET status = 'cancelled', finished_at = now(),"
+                        "         error = 'cancelled by an operator'"
+                        "    FROM c WHERE x.id = c.current_execution_id AND x.status = 'running'"
+                        "  RETURNING x.id"
+                        ") SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM e)",
+                        1, params, err, errlen);
+    free(idarr);
+    if (!res)
+        return -1;
+    long count = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return count;
+}
