@@ -533,6 +533,35 @@ static int parse_ids(const char *cmd, int argc, char **argv, int64_t **ids, size
     return 0;
 }
 
+/* What retry and cancel do once their arguments are parsed. */
+struct id_action {
+    const char *cmd;    /* "retry", "cancel" */
+    const char *done;   /* printed after the count */
+    const int64_t *ids; /* NULL: by filter */
+    size_t n;
+    const struct sq_job_filter *filter;
+    int extra; /* retry only */
+};
+
+/* Connect, run the action, print "N job(s) ..."; returns the exit code. */
+static int run_id_action(struct common *c, const struct id_action *a)
+{
+    char app[32], err[512];
+    snprintf(app, sizeof app, "skipq %s", a->cmd);
+    int rc;
+    PGconn *conn = open_db(c, app, &rc);
+    if (!conn)
+        return rc;
+    long r = strcmp(a->cmd, "retry") == 0 ? sq_admin_retry(conn, a->ids, a->n, a->filter, a->extra, err, sizeof err)
+                                          : sq_admin_cancel(conn, a->ids, a->n, err, sizeof err);
+    if (r < 0)
+        rc = admin_failed(a->cmd, err);
+    else
+        printf("%ld job(s) %s\n", r, a->done);
+    PQfinish(conn);
+    return rc;
+}
+
 static int cmd_jobs(int argc, char **argv)
 {
     static const char help[] =
@@ -661,16 +690,8 @@ static int cmd_retry(int argc, char **argv)
     int rc = dead ? 0 : parse_ids("retry", argc, argv, &ids, &n);
     if (rc)
         return rc;
-    PGconn *conn = open_db(&c, "skipq retry", &rc);
-    if (conn) {
-        char err[512];
-        long r = sq_admin_retry(conn, ids, n, &f, extra, err, sizeof err);
-        if (r < 0)
-            rc = admin_failed("retry", err);
-        else
-            printf("%ld job(s) back to pending\n", r);
-        PQfinish(conn);
-    }
+    struct id_action a = {"retry", "back to pending", ids, n, &f, extra};
+    rc = run_id_action(&c, &a);
     free(ids);
     return rc;
 }
@@ -698,16 +719,8 @@ static int cmd_cancel(int argc, char **argv)
     int rc = parse_ids("cancel", argc, argv, &ids, &n);
     if (rc)
         return rc;
-    PGconn *conn = open_db(&c, "skipq cancel", &rc);
-    if (conn) {
-        char err[512];
-        long r = sq_admin_cancel(conn, ids, n, err, sizeof err);
-        if (r < 0)
-            rc = admin_failed("cancel", err);
-        else
-            printf("%ld job(s) cancelled\n", r);
-        PQfinish(conn);
-    }
+    struct id_action a = {"cancel", "cancelled", ids, n, NULL, 0};
+    rc = run_id_action(&c, &a);
     free(ids);
     return rc;
 }
