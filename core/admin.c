@@ -14,22 +14,8 @@
 #include <string.h>
 
 #include "db.h"
+#include "util.h"
 #include "queue.h"
-
-static void json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
 
 /* Print a result as a table, or as a JSON array of objects (NULL -> null;
  * columns named in `numeric` unquoted). */
@@ -47,7 +33,7 @@ static void print_rows(FILE *out, const PGresult *res, bool json, const char *nu
                 else if (strstr(numeric, PQfname(res, c)))
                     fputs(PQgetvalue(res, r, c), out);
                 else
-                    json_str(out, PQgetvalue(res, r, c));
+                    sq_json_string(out, PQgetvalue(res, r, c));
             }
             fputc('}', out);
         }

@@ -65,9 +65,6 @@ void sq_dbparams_free(struct sq_dbparams *p)
 {
     free(p->keys);
     free(p->values);
-    for (size_t i = 0; i < p->nowned; i++)
-        free(p->owned[i]);
-    free(p->owned);
     memset(p, 0, sizeof *p);
 }
 

@@ -8,13 +8,12 @@
 
 struct sq_config;
 
-/* libpq keyword/value arrays, NULL-terminated, owned. */
+/* libpq keyword/value arrays, NULL-terminated. The strings are borrowed
+ * from the config, the flag and the environment. */
 struct sq_dbparams {
     const char **keys;
     const char **values;
     size_t n;
-    char **owned; /* strings allocated for values */
-    size_t nowned;
 };
 
 /*

@@ -15,7 +15,7 @@ int sq_log_level_parse(const char *s);
 const char *sq_log_level_name(int level);
 /* Name shown for the calling thread ("main", "w3", "hb"); copied. */
 void sq_log_set_thread(const char *name);
-/* Silence everything (CLI commands whose output is the result). */
+/* Format and write one line (use the log_* macros). */
 void sq_log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sq_log_vwrite(int level, const char *prefix, const char *fmt, va_list ap);
 

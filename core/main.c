@@ -130,6 +130,23 @@ static int next_opt(int argc, char **argv, const char *shortopts, const struct o
     }
 }
 
+/*
+ * For commands with no options of their own: parse the common ones.
+ * Returns -1 to go on, or the exit code (0 after --help).
+ */
+static int common_options_only(const char *cmd, const char *help, int argc, char **argv, struct common *c)
+{
+    int o;
+    while ((o = next_opt(argc, argv, "", NULL, c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        return usage_error(cmd, "%s", "invalid option");
+    }
+    return -1;
+}
+
 /* ---- migrate -------------------------------------------------------------- */
 
 static int cmd_migrate(int argc, char **argv)
@@ -138,14 +155,9 @@ static int cmd_migrate(int argc, char **argv)
                                "Create the skipq schema or bring it up to date. Safe to run again, and\n"
                                "safe when several hosts run it at once.\n";
     struct common c = {0};
-    int o;
-    while ((o = next_opt(argc, argv, "", NULL, &c)) != -1) {
-        if (o == 'h') {
-            fputs(help, stdout);
-            return 0;
-        }
-        return usage_error("migrate", "%s", "invalid option");
-    }
+    int done = common_options_only("migrate", help, argc, argv, &c);
+    if (done >= 0)
+        return done;
     if (optind < argc)
         return usage_error("migrate", "unexpected argument \"%s\"", argv[optind]);
     int rc;
@@ -478,14 +490,9 @@ static int cmd_run(int argc, char **argv)
         "SIGINT. The first signal stops claims and lets running jobs finish within\n"
         "[host] shutdown_grace; a second one exits at once.\n";
     struct common c = {0};
-    int o;
-    while ((o = next_opt(argc, argv, "", NULL, &c)) != -1) {
-        if (o == 'h') {
-            fputs(help, stdout);
-            return 0;
-        }
-        return usage_error("run", "%s", "invalid option");
-    }
+    int done = common_options_only("run", help, argc, argv, &c);
+    if (done >= 0)
+        return done;
     if (optind < argc)
         return usage_error("run", "unexpected argument \"%s\"", argv[optind]);
     if (!c.config_path)
@@ -704,14 +711,9 @@ static int cmd_cancel(int argc, char **argv)
         "(skipq_job_should_stop) at its host's next heartbeat; whatever it returns,\n"
         "the job stays cancelled, never done. Prints how many were cancelled.\n";
     struct common c = {0};
-    int o;
-    while ((o = next_opt(argc, argv, "", NULL, &c)) != -1) {
-        if (o == 'h') {
-            fputs(help, stdout);
-            return 0;
-        }
-        return usage_error("cancel", "%s", "invalid option");
-    }
+    int done = common_options_only("cancel", help, argc, argv, &c);
+    if (done >= 0)
+        return done;
     if (optind >= argc)
         return usage_error("cancel", "%s", "missing job ids");
     int64_t *ids = NULL;

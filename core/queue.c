@@ -26,25 +26,6 @@
 
 #include "db.h"
 
-static const char CLAIM_SQL[] =
-    "WITH pick AS MATERIALIZED ("
-    "  SELECT id, attempts FROM skipq.jobs"
-    "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND kind = ANY($2::text[])"
-    "   ORDER BY priority DESC, run_at, id"
-    "   LIMIT $5"
-    "   FOR NO KEY UPDATE SKIP LOCKED"
-    "), ex AS ("
-    "  INSERT INTO skipq.job_executions (job_id, attempt, worker)"
-    "  SELECT id, attempts + 1, $4 FROM pick"
-    "  RETURNING id, job_id, attempt"
-    ")"
-    " UPDATE skipq.jobs j"
-    "    SET status = 'running', attempts = ex.attempt, locked_by = $4, current_execution_id = ex.id,"
-    "        lease_expires_at = now() + interval '1 millisecond' *"
-    "          (SELECT l.ms FROM unnest($2::text[], $3::int8[]) AS l(kind, ms) WHERE l.kind = j.kind LIMIT 1)"
-    "   FROM ex WHERE j.id = ex.job_id"
-    " RETURNING j.id, ex.id, j.kind, j.payload::text, ex.attempt, j.max_attempts";
-
 static const char DONE_SQL[] =
     "WITH j AS ("
     "  UPDATE skipq.jobs SET status = 'done', finished_at = now(), lease_expires_at = NULL"
@@ -139,7 +120,9 @@ static const char RELEASE_SQL[] =
  * One round trip per worker cycle: record the outcomes of the jobs the
  * worker finished ($6..$10: id, execution id, outcome 0 done / 1 retry /
  * 2 fail, retry delay ms, error) -- each fenced like DONE_SQL and FAIL_SQL --
- * and then claim up to $5 more exactly as CLAIM_SQL does. Both halves touch
+ * and then claim up to $5 more (sq_queue_claim is this with no outcomes).
+ * The claim: pick (FOR NO KEY UPDATE SKIP LOCKED in a MATERIALIZED CTE),
+ * insert the execution rows, mark the jobs running. Both halves touch
  * disjoint rows (running vs pending), so one snapshot serves both.
  * Rows tagged 'f' are the outcomes that applied (absent: fenced); rows
  * tagged 'c' are the new claims.
@@ -218,7 +201,7 @@ static const struct {
     const char *sql;
 } statements[] = {
     {"sq_retain", RETAIN_SQL},
-    {"sq_claim", CLAIM_SQL},         {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
+    {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
     {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
     {"sq_cycle", CYCLE_SQL},
 };
@@ -283,24 +266,8 @@ static int claimed_oom(struct sq_claimed *out, int n, char *err, size_t errlen)
 int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
                    const char *worker, int limit, struct sq_claimed *out, char *err, size_t errlen)
 {
-    char lim[16];
-    snprintf(lim, sizeof lim, "%d", limit);
-    const char *params[5] = {queue, kinds_array, leases_array, worker, lim};
-    PGresult *res = PQexecPrepared(conn, "sq_claim", 5, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
-        return -1;
-    }
-    int n = PQntuples(res);
-    for (int i = 0; i < n; i++) {
-        if (!read_claimed(res, i, 0, &out[i])) {
-            PQclear(res);
-            return claimed_oom(out, i + 1, err, errlen);
-        }
-    }
-    PQclear(res);
-    return n;
+    const struct sq_outcomes none = {0};
+    return sq_queue_cycle(conn, queue, kinds_array, leases_array, worker, limit, &none, out, NULL, err, errlen);
 }
 
 static enum sq_complete run_complete(PGconn *conn, const char *stmt, int nparams, const char *const *params,
@@ -371,7 +338,7 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
         PQclear(res);
         goto out;
     }
-    for (size_t i = 0; i < done->n; i++)
+    for (size_t i = 0; applied && i < done->n; i++)
         applied[i] = 0;
     n = 0;
     int rows = PQntuples(res);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "db.h"
+#include "util.h"
 
 static const char STATS_SQL[] =
     "SELECT queue, kind,"
@@ -24,21 +25,6 @@ static const char STATS_SQL[] =
 static const char *const columns[] = {"queue", "kind", "ready", "scheduled", "running", "done", "dead",
                                       "cancelled", "expired"};
 #define NCOL 9
-
-static void json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
 
 bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
 {
@@ -56,7 +42,7 @@ bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen
             for (int c = 0; c < NCOL; c++) {
                 fprintf(out, "%s\"%s\":", c ? "," : "", columns[c]);
                 if (c < 2)
-                    json_string(out, PQgetvalue(res, r, c));
+                    sq_json_string(out, PQgetvalue(res, r, c));
                 else
                     fputs(PQgetvalue(res, r, c), out);
             }

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* Parse "250ms", "30s", "5m", "1h", "2d" or a bare number of seconds into
@@ -22,6 +23,8 @@ int64_t sq_now_ms(void);
  * sequence becomes '?'. Handler messages go to the database as text, which
  * refuses invalid UTF-8 -- and a message cut at a buffer's end often is. */
 void sq_utf8_sanitize(char *s);
+/* Write s as a JSON string literal. */
+void sq_json_string(FILE *out, const char *s);
 /* Trim leading and trailing white space in place; returns s. */
 char *sq_trim(char *s);
 
