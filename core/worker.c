@@ -337,8 +337,8 @@ static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp,
 {
     char err[512];
     for (int tries = 0;; tries++) {
-        if (!*connp && !(*connp = reconnect(w->host, w->name, false)))
-            continue;
+        if (!*connp)
+            *connp = reconnect(w->host, w->name, false); /* retries until it works */
         enum sq_complete r = out == SKIPQ_DONE
                                  ? sq_queue_done(*connp, c->id, c->execution_id, err, sizeof err)
                                  : sq_queue_fail(*connp, c->id, c->execution_id, out == SKIPQ_FAIL, delay_ms,
@@ -347,9 +347,10 @@ static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp,
             return already_recorded(*connp, c->execution_id);
         if (r != SQ_COMPLETE_ERROR)
             return r;
-        if (sq_db_conn_lost(*connp, NULL) || tries < 3) {
+        bool lost = sq_db_conn_lost(*connp, NULL);
+        if (lost || tries < 3) {
             log_warn("job %" PRId64 ": could not record the outcome (will retry): %s", c->id, err);
-            if (sq_db_conn_lost(*connp, NULL)) {
+            if (lost) {
                 PQfinish(*connp);
                 *connp = NULL;
             }
