@@ -6,7 +6,8 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libpq-dev libinih-dev libcriterion-dev
-      postgresql-15 postgresql-client-15 pgbouncer procps)
+      postgresql-15 postgresql-client-15 pgbouncer procps
+      libmicrohttpd-dev libsystemd-dev curl)
 
 missing=()
 for p in "${PKGS[@]}"; do
