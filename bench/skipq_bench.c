@@ -19,6 +19,9 @@
  *            rate this server sustains, to put drain's figure in context
  *   aging    drain again with R finished jobs (and their executions) in the
  *            tables, for each R in --aging-rows
+ *   churn    (only when asked for) jobs enqueued at a steady rate for M
+ *            minutes while hosts drain them and [retention] deletes them;
+ *            table and index sizes reported as it goes, to show they level off
  *
  * Values always travel as parameters (PQexecParams/PQprepare); only fixed
  * table names and constants are part of the SQL text.
@@ -54,6 +57,8 @@
 #define MODE_LATENCY 4u
 #define MODE_CEILING 8u
 #define MODE_AGING 16u
+#define MODE_CHURN 32u
+#define MAX_CHURN_REPORTS 1024
 
 #define MAX_HOSTS 64
 #define MAX_AGING 16
@@ -70,7 +75,8 @@ static const struct {
                   {"drain", MODE_DRAIN},
                   {"latency", MODE_LATENCY},
                   {"ceiling", MODE_CEILING},
-                  {"aging", MODE_AGING}};
+                  {"aging", MODE_AGING},
+                  {"churn", MODE_CHURN}};
 
 /* ---- options ------------------------------------------------------------------- */
 
@@ -78,6 +84,7 @@ static struct {
     const char *db; /* --db, or NULL: start a throwaway cluster */
     unsigned modes;
     long jobs, threads, hosts, batch, latency_jobs, ceiling_seconds, timeout_s;
+    long churn_minutes, churn_rate, churn_report_s, churn_retain_s;
     long aging_rows[MAX_AGING];
     int naging;
     const char *json_path;
@@ -91,6 +98,10 @@ static struct {
     .latency_jobs = 200,
     .ceiling_seconds = 5,
     .timeout_s = 600,
+    .churn_minutes = 5,
+    .churn_rate = 5000,
+    .churn_report_s = 60,
+    .churn_retain_s = 60,
     .aging_rows = {0, 1000000},
     .naging = 2,
 };
@@ -157,6 +168,15 @@ static struct {
         long long jobs_bytes, exec_bytes;
         struct drain_result d;
     } aging[MAX_AGING];
+    bool churn_ran;
+    int nchurn;
+    struct churn_report {
+        double at_s;
+        long long enqueued, backlog, executions_live, dead_tuples;
+        long long jobs_heap, jobs_idx, exec_heap, exec_idx;
+        long autovacuums;
+    } churn[MAX_CHURN_REPORTS];
+    double churn_growth; /* total size, last report vs. the one at half time */
 } R;
 
 /* ---- small helpers ------------------------------------------------------------------ */
@@ -748,33 +768,20 @@ static void print_drain_line(const char *label, const struct drain_result *d)
 
 /* ---- mode: enqueue ------------------------------------------------------------------------ */
 
+/* The bulk path as a client uses it: libskipq's skipq_copy_*, one COPY
+ * statement for all n jobs (each checked by the library on the way). */
 static void copy_enqueue(long n)
 {
-    static const char row[] = "default\tnoop\t{}\n";
-    size_t rowlen = sizeof row - 1;
-    char *buf = malloc(rowlen * COPY_BATCH);
-    if (!buf)
-        die("out of memory");
-    for (long i = 0; i < COPY_BATCH; i++)
-        memcpy(buf + (size_t)i * rowlen, row, rowlen);
-    cmd("BEGIN");
-    for (long done = 0; done < n;) {
-        long k = n - done < COPY_BATCH ? n - done : COPY_BATCH;
-        PGresult *r = PQexec(g.conn, "COPY skipq.jobs (queue, kind, payload) FROM STDIN");
-        if (PQresultStatus(r) != PGRES_COPY_IN)
-            die("COPY: %s", PQerrorMessage(g.conn));
-        PQclear(r);
-        if (PQputCopyData(g.conn, buf, (int)((size_t)k * rowlen)) != 1 || PQputCopyEnd(g.conn, NULL) != 1)
-            die("COPY: %s", PQerrorMessage(g.conn));
-        while ((r = PQgetResult(g.conn)) != NULL) {
-            if (PQresultStatus(r) != PGRES_COMMAND_OK)
-                die("COPY: %s", PQresultErrorMessage(r));
-            PQclear(r);
-        }
-        done += k;
-    }
-    cmd("COMMIT");
-    free(buf);
+    char err[SKIPQ_ERRBUF_SIZE];
+    skipq_copy *cp = NULL;
+    if (skipq_copy_begin(g.conn, &cp, err, sizeof err) != SKIPQ_OK)
+        die("skipq_copy_begin: %s", err);
+    for (long i = 0; i < n; i++)
+        if (skipq_copy_add(cp, "noop", "{}", NULL, err, sizeof err) != SKIPQ_OK)
+            die("skipq_copy_add: %s", err);
+    int64_t added = 0;
+    if (skipq_copy_end(cp, &added, err, sizeof err) != SKIPQ_OK || added != n)
+        die("skipq_copy_end: %s (%" PRId64 " of %ld jobs)", err, added, n);
 }
 
 /* skipq.enqueue_many() as a client uses it: JSON arrays of 10,000 jobs
@@ -1188,6 +1195,121 @@ static void mode_aging(void)
     cmd("TRUNCATE skipq.jobs RESTART IDENTITY CASCADE");
 }
 
+/* ---- mode: churn ---------------------------------------------------------------------------- */
+
+static void churn_sample(struct churn_report *c, double at_s, long long enqueued)
+{
+    PGresult *r = query(g.conn,
+                        "SELECT (SELECT count(*) FROM skipq.jobs WHERE status IN ('pending', 'running')),"
+                        "       (SELECT coalesce(sum(n_live_tup), 0) FROM pg_stat_user_tables"
+                        "         WHERE schemaname = 'skipq' AND relname = 'job_executions'),"
+                        "       (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE schemaname = 'skipq'),"
+                        "       pg_relation_size('skipq.jobs'), pg_indexes_size('skipq.jobs'),"
+                        "       pg_relation_size('skipq.job_executions'), pg_indexes_size('skipq.job_executions'),"
+                        "       (SELECT coalesce(sum(autovacuum_count), 0) FROM pg_stat_user_tables"
+                        "         WHERE schemaname = 'skipq')",
+                        0, NULL);
+    c->at_s = at_s;
+    c->enqueued = enqueued;
+    c->backlog = atoll(PQgetvalue(r, 0, 0));
+    c->executions_live = atoll(PQgetvalue(r, 0, 1));
+    c->dead_tuples = atoll(PQgetvalue(r, 0, 2));
+    c->jobs_heap = atoll(PQgetvalue(r, 0, 3));
+    c->jobs_idx = atoll(PQgetvalue(r, 0, 4));
+    c->exec_heap = atoll(PQgetvalue(r, 0, 5));
+    c->exec_idx = atoll(PQgetvalue(r, 0, 6));
+    c->autovacuums = atol(PQgetvalue(r, 0, 7));
+    PQclear(r);
+    PQclear(query(g.conn, "SELECT pg_stat_clear_snapshot()", 0, NULL));
+}
+
+static long long churn_total(const struct churn_report *c)
+{
+    return c->jobs_heap + c->jobs_idx + c->exec_heap + c->exec_idx;
+}
+
+static void print_churn_line(const struct churn_report *c)
+{
+    printf("churn: %6.0f s  enqueued %lld  backlog %lld  executions kept %lld  dead tuples %lld  jobs %.1f+%.1f MB"
+           "  job_executions %.1f+%.1f MB  total %.1f MB  autovacuums %ld\n",
+           c->at_s, c->enqueued, c->backlog, c->executions_live, c->dead_tuples, (double)c->jobs_heap / 1048576.0,
+           (double)c->jobs_idx / 1048576.0, (double)c->exec_heap / 1048576.0, (double)c->exec_idx / 1048576.0,
+           (double)churn_total(c) / 1048576.0, c->autovacuums);
+    fflush(stdout);
+}
+
+/*
+ * A steady producer (COPY every 100 ms, catching up if it falls behind)
+ * against hosts that drain and, through [retention], delete what finished
+ * more than --churn-retain seconds ago. Sizes are sampled every
+ * --churn-report seconds; what matters is that they stop growing.
+ */
+static void mode_churn(void)
+{
+    cmd("TRUNCATE skipq.jobs RESTART IDENTITY CASCADE");
+    char ini[256], body[4096];
+    snprintf(ini, sizeof ini, "%s/churn.ini", g.dir);
+    long batch = opt.churn_rate * 2 < 5000 ? 5000 : opt.churn_rate * 2;
+    int len = snprintf(body, sizeof body,
+                       "[database]\nurl = %s\n\n"
+                       "[host]\npoll_interval = 20ms\nlog_level = warn\nshutdown_grace = 5s\n\n"
+                       "[retention]\ndone = %lds\ndead = %lds\ninterval = 5s\nbatch = %ld\n\n"
+                       "[plugin noop]\npath = %s/noop.so\n\n"
+                       "[queue default]\nthreads = %ld\nbatch = %ld\n",
+                       g.conninfo, opt.churn_retain_s, opt.churn_retain_s, batch, SKIPQ_BENCH_PLUGIN_DIR,
+                       opt.threads, opt.batch);
+    if (len < 0 || (size_t)len >= sizeof body)
+        die("INI too long");
+    write_file(ini, body, 0600);
+    for (long h = 0; h < opt.hosts; h++) {
+        char log[256];
+        snprintf(log, sizeof log, "%s/churn-host%ld.log", g.dir, h);
+        start_host(ini, log);
+    }
+    note("churn: %ld jobs/s for %ld min, %ld host(s) x %ld thread(s), done jobs deleted after %ld s; sizes every %ld s",
+         opt.churn_rate, opt.churn_minutes, opt.hosts, opt.threads, opt.churn_retain_s, opt.churn_report_s);
+
+    int64_t t0 = now_ns(), end = t0 + (int64_t)opt.churn_minutes * 60 * 1000000000;
+    int64_t next_report = t0 + (int64_t)opt.churn_report_s * 1000000000;
+    long long sent = 0;
+    R.nchurn = 0;
+    churn_sample(&R.churn[R.nchurn++], 0, 0);
+    print_churn_line(&R.churn[0]);
+    while (now_ns() < end) {
+        check_interrupt();
+        check_hosts_alive();
+        double el = secs_since(t0);
+        long long due = (long long)(el * (double)opt.churn_rate) - sent;
+        if (due > opt.churn_rate)
+            due = opt.churn_rate; /* fell behind by more than a second: do not flood */
+        if (due > 0) {
+            copy_enqueue((long)due);
+            sent += due;
+        }
+        if (now_ns() >= next_report && R.nchurn < MAX_CHURN_REPORTS) {
+            churn_sample(&R.churn[R.nchurn], secs_since(t0), sent);
+            print_churn_line(&R.churn[R.nchurn]);
+            R.nchurn++;
+            next_report += (int64_t)opt.churn_report_s * 1000000000;
+        }
+        sleep_ms(100);
+    }
+    if (R.nchurn < MAX_CHURN_REPORTS) {
+        churn_sample(&R.churn[R.nchurn], secs_since(t0), sent);
+        print_churn_line(&R.churn[R.nchurn]);
+        R.nchurn++;
+    }
+    stop_hosts(30000);
+    const struct churn_report *half = &R.churn[R.nchurn / 2], *last = &R.churn[R.nchurn - 1];
+    R.churn_growth = churn_total(half) > 0 ? (double)churn_total(last) / (double)churn_total(half) - 1.0 : NAN;
+    printf("churn: %lld jobs in %.0f s (%.0f jobs/s asked for, %.0f sent); total size %.1f MB at %.0f s, %.1f MB at "
+           "the end (%+.1f%%)\n",
+           sent, last->at_s, (double)opt.churn_rate, (double)sent / last->at_s, (double)churn_total(half) / 1048576.0,
+           half->at_s, (double)churn_total(last) / 1048576.0, R.churn_growth * 100.0);
+    R.churn_ran = true;
+    cmd("TRUNCATE skipq.jobs RESTART IDENTITY CASCADE");
+}
+
 /* ---- report --------------------------------------------------------------------------------- */
 
 static double aging_base(void)
@@ -1333,6 +1455,21 @@ static void write_json(FILE *f)
         }
         fputs("\n  ]", f);
     }
+    if (R.churn_ran) {
+        fprintf(f, ",\n  \"churn\": {\"rate\": %ld, \"minutes\": %ld, \"retain_seconds\": %ld, \"growth_second_half\": ",
+                opt.churn_rate, opt.churn_minutes, opt.churn_retain_s);
+        json_num(f, R.churn_growth, 4);
+        fputs(", \"reports\": [", f);
+        for (int i = 0; i < R.nchurn; i++) {
+            const struct churn_report *c = &R.churn[i];
+            fprintf(f, "%s\n    {\"seconds\": %.0f, \"enqueued\": %lld, \"backlog\": %lld, \"dead_tuples\": %lld, "
+                       "\"jobs_heap_bytes\": %lld, \"jobs_index_bytes\": %lld, \"executions_heap_bytes\": %lld, "
+                       "\"executions_index_bytes\": %lld}",
+                    i ? "," : "", c->at_s, c->enqueued, c->backlog, c->dead_tuples, c->jobs_heap, c->jobs_idx,
+                    c->exec_heap, c->exec_idx);
+        }
+        fputs("\n  ]}", f);
+    }
     fputs("\n}\n", f);
 }
 
@@ -1357,7 +1494,7 @@ static void print_table(void)
     printf("  %-8s  %-44s  %s\n", "mode", "measure", "value");
     if (R.enqueue_ran) {
         row("enqueue", "set-based, one statement", "%.0f jobs/s", (double)R.enq_jobs / R.set_s);
-        row("enqueue", "COPY, 10k-row batches, one transaction", "%.0f jobs/s", (double)R.enq_jobs / R.copy_s);
+        row("enqueue", "COPY through skipq_copy_add(), one statement", "%.0f jobs/s", (double)R.enq_jobs / R.copy_s);
         row("enqueue", "skipq.enqueue_many, 10k-job arrays, one transaction", "%.0f jobs/s",
             (double)R.enq_jobs / R.many_s);
         char w[64];
@@ -1391,19 +1528,26 @@ static void print_table(void)
                 (double)R.aging[i].exec_bytes / 1048576.0);
         }
     }
+    if (R.churn_ran) {
+        const struct churn_report *last = &R.churn[R.nchurn - 1];
+        row("churn", "total size at the end", "%.1f MB (%+.1f%% over the second half)",
+            (double)churn_total(last) / 1048576.0, R.churn_growth * 100.0);
+    }
     printf("\n");
 }
 
 /* ---- command line ----------------------------------------------------------------------------- */
 
 static const char USAGE[] =
-    "usage: skipq-bench [--db CONNINFO] [--modes enqueue,drain,latency,ceiling,aging] [--jobs N]\n"
+    "usage: skipq-bench [--db CONNINFO] [--modes enqueue,drain,latency,ceiling,aging,churn] [--jobs N]\n"
     "                   [--threads T] [--hosts H] [--batch B] [--latency-jobs N] [--ceiling-seconds S]\n"
-    "                   [--aging-rows R1,R2,...] [--json FILE] [--timeout S] [--keep]\n"
+    "                   [--aging-rows R1,R2,...] [--churn-minutes M] [--churn-rate N] [--churn-report S]\n"
+    "                   [--churn-retain S] [--json FILE] [--timeout S] [--keep]\n"
     "\n"
     "  --db CONNINFO        server to use (URI or conninfo; needs CREATEDB). Default: start a\n"
     "                       throwaway PostgreSQL with scripts/pg.sh under /tmp/skipq-bench-PID\n"
-    "  --modes LIST         modes to run; they always run in the order above (default: all)\n"
+    "  --modes LIST         modes to run; they always run in the order above (default: all\n"
+    "                       but churn, which runs only when named)\n"
     "  --jobs N             jobs per enqueue/drain/aging run (default 20000)\n"
     "  --threads T          worker threads per host; also ceiling connections (default 4)\n"
     "  --hosts H            `skipq run` processes for drain and aging (default 1)\n"
@@ -1411,6 +1555,10 @@ static const char USAGE[] =
     "  --latency-jobs N     probe jobs for the latency mode (default 200)\n"
     "  --ceiling-seconds S  length of the ceiling run (default 5)\n"
     "  --aging-rows LIST    finished jobs to preload, one drain per value (default 0,1000000)\n"
+    "  --churn-minutes M    length of the churn run (default 5)\n"
+    "  --churn-rate N       jobs/s enqueued during the churn run (default 5000)\n"
+    "  --churn-report S     seconds between size reports in the churn run (default 60)\n"
+    "  --churn-retain S     [retention] done/dead age in the churn run, seconds (default 60)\n"
     "  --json FILE          also write the JSON report to FILE\n"
     "  --timeout S          give up when a drain takes longer (default 600)\n"
     "  --keep               keep the work directory (INI files, host logs, ledger)\n"
@@ -1432,7 +1580,8 @@ static long parse_long(const char *name, const char *s, long min, long max)
 
 static void parse_args(int argc, char **argv)
 {
-    enum { O_DB = 256, O_MODES, O_JOBS, O_THREADS, O_HOSTS, O_BATCH, O_LAT, O_CEIL, O_AGING, O_JSON, O_TIMEOUT, O_KEEP };
+    enum { O_DB = 256, O_MODES, O_JOBS, O_THREADS, O_HOSTS, O_BATCH, O_LAT, O_CEIL, O_AGING, O_JSON, O_TIMEOUT, O_KEEP,
+           O_CHURN_MIN, O_CHURN_RATE, O_CHURN_REPORT, O_CHURN_RETAIN };
     static const struct option longopts[] = {
         {"db", required_argument, NULL, O_DB},
         {"modes", required_argument, NULL, O_MODES},
@@ -1446,6 +1595,10 @@ static void parse_args(int argc, char **argv)
         {"json", required_argument, NULL, O_JSON},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"keep", no_argument, NULL, O_KEEP},
+        {"churn-minutes", required_argument, NULL, O_CHURN_MIN},
+        {"churn-rate", required_argument, NULL, O_CHURN_RATE},
+        {"churn-report", required_argument, NULL, O_CHURN_REPORT},
+        {"churn-retain", required_argument, NULL, O_CHURN_RETAIN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1520,6 +1673,18 @@ static void parse_args(int argc, char **argv)
         case O_KEEP:
             opt.keep = true;
             break;
+        case O_CHURN_MIN:
+            opt.churn_minutes = parse_long("--churn-minutes", optarg, 1, 24 * 60);
+            break;
+        case O_CHURN_RATE:
+            opt.churn_rate = parse_long("--churn-rate", optarg, 1, 1000000);
+            break;
+        case O_CHURN_REPORT:
+            opt.churn_report_s = parse_long("--churn-report", optarg, 5, 3600);
+            break;
+        case O_CHURN_RETAIN:
+            opt.churn_retain_s = parse_long("--churn-retain", optarg, 1, 86400);
+            break;
         case 'h':
             fputs(USAGE, stdout);
             exit(0);
@@ -1584,6 +1749,9 @@ int main(int argc, char **argv)
     check_interrupt();
     if (opt.modes & MODE_AGING)
         mode_aging();
+    check_interrupt();
+    if (opt.modes & MODE_CHURN)
+        mode_churn();
 
     if (getloadavg(R.load_end, 3) != 3)
         R.load_end[0] = R.load_end[1] = R.load_end[2] = NAN;

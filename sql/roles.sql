@@ -8,6 +8,12 @@
 --
 -- skipq_enqueuer: may call skipq.enqueue() and skipq.enqueue_many(), nothing
 --                 else in schema skipq.
+-- skipq_bulk:     may COPY jobs straight into skipq.jobs (skipq_copy_begin()
+--                 in libskipq, the fastest way in). For trusted producers:
+--                 the library checks every row, but a client that writes
+--                 rows itself is held only by the table's constraints (names,
+--                 priority, attempts, valid JSON), not by the payload size
+--                 limit in skipq.settings.
 -- skipq_worker:   may claim, heartbeat, complete and sweep jobs (and
 --                 enqueue follow-up jobs), read stats; may not delete jobs,
 --                 change payloads, or alter the schema.
@@ -18,6 +24,9 @@ DO $$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'skipq_enqueuer') THEN
         CREATE ROLE skipq_enqueuer NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'skipq_bulk') THEN
+        CREATE ROLE skipq_bulk NOLOGIN;
     END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'skipq_worker') THEN
         CREATE ROLE skipq_worker NOLOGIN;
@@ -30,7 +39,7 @@ REVOKE ALL ON ALL TABLES IN SCHEMA skipq FROM PUBLIC;
 REVOKE ALL ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION skipq.enqueue_many(jsonb) FROM PUBLIC;
 
-GRANT USAGE ON SCHEMA skipq TO skipq_enqueuer, skipq_worker;
+GRANT USAGE ON SCHEMA skipq TO skipq_enqueuer, skipq_worker, skipq_bulk;
 GRANT EXECUTE ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int), skipq.enqueue_many(jsonb)
     TO skipq_enqueuer, skipq_worker;
 
@@ -43,3 +52,7 @@ GRANT UPDATE (status, attempts, run_at, finished_at, lease_expires_at, locked_by
     ON skipq.jobs TO skipq_worker;
 GRANT INSERT (job_id, attempt, worker) ON skipq.job_executions TO skipq_worker;
 GRANT UPDATE (status, finished_at, error) ON skipq.job_executions TO skipq_worker;
+
+-- The bulk path: the six columns a COPY writes, and the payload limit.
+GRANT INSERT (queue, kind, payload, priority, run_at, max_attempts) ON skipq.jobs TO skipq_bulk;
+GRANT SELECT ON skipq.settings TO skipq_bulk;

@@ -158,3 +158,123 @@ Test(bulk, cli_file_refuses_two_objects_on_a_line, .timeout = 60)
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0);
     free(err);
 }
+
+/* ---- the COPY path: skipq_copy_begin/add/end ---------------------------------------------- */
+
+Test(bulk, copy_writes_every_job_with_its_options, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char err[SKIPQ_ERRBUF_SIZE];
+    skipq_copy *cp = NULL;
+    cr_assert_eq(skipq_copy_begin(db.conn, &cp, err, sizeof err), SKIPQ_OK, "%s", err);
+    /* Payloads with every character COPY's text format must escape. */
+    for (int i = 0; i < 5000; i++) {
+        char payload[96];
+        snprintf(payload, sizeof payload, "{\"n\": %d, \"s\": \"tab\\t nl\\n bs\\\\ cr\\r\"}\n\t ", i);
+        skipq_enqueue_opts o = {0};
+        if (i % 10 == 0) {
+            o.queue = "mail";
+            o.priority = 3;
+            o.max_attempts = 2;
+            o.delay_ms = 60000;
+        }
+        cr_assert_eq(skipq_copy_add(cp, i % 2 ? "odd" : "even", payload, &o, err, sizeof err), SKIPQ_OK, "%s", err);
+    }
+    int64_t n = -1;
+    cr_assert_eq(skipq_copy_end(cp, &n, err, sizeof err), SKIPQ_OK, "%s", err);
+    cr_expect_eq(n, 5000);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'pending'"), 5000);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(DISTINCT (payload->>'n')::int) FROM skipq.jobs"), 5000);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"
+                                    " WHERE payload->>'s' = E'tab\\t nl\\n bs\\\\ cr\\r'"),
+                 5000, "payload text must survive COPY escaping");
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE kind = 'even' AND queue = 'mail'"
+                                    " AND priority = 3 AND max_attempts = 2"
+                                    " AND run_at BETWEEN now() + interval '50 s' AND now() + interval '61 s'"),
+                 500);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE queue = 'default' AND priority = 0"
+                                    " AND max_attempts = 5 AND run_at <= now()"),
+                 4500);
+}
+
+Test(bulk, copy_refuses_bad_jobs_and_names_them, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PQclear(th_query(db.conn, "UPDATE skipq.settings SET value = '64' WHERE key = 'max_payload_bytes'"));
+    char err[SKIPQ_ERRBUF_SIZE];
+    skipq_copy *cp = NULL;
+    cr_assert_eq(skipq_copy_begin(db.conn, &cp, err, sizeof err), SKIPQ_OK, "%s", err);
+    cr_assert_eq(skipq_copy_add(cp, "ok", NULL, NULL, err, sizeof err), SKIPQ_OK, "%s", err);
+    static const struct {
+        const char *kind, *payload, *queue;
+        int priority, attempts;
+        int64_t delay;
+        const char *needle;
+    } bad[] = {
+        {"bad kind", "{}", NULL, 0, 0, 0, "job 1: kind"},
+        {"", "{}", NULL, 0, 0, 0, "job 1: kind"},
+        {"ok", "{}", "no/slash", 0, 0, 0, "job 1: queue"},
+        {"ok", "{}", NULL, 2000000, 0, 0, "job 1: priority"},
+        {"ok", "{}", NULL, 0, 100001, 0, "job 1: max_attempts"},
+        {"ok", "{}", NULL, 0, -1, 0, "job 1: max_attempts"},
+        {"ok", "{}", NULL, 0, 0, -1, "job 1: delay"},
+        {"ok", "{\"pad\": \"0123456789012345678901234567890123456789012345678901234567890\"}", NULL, 0, 0, 0,
+         "more than the 64-byte limit"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        skipq_enqueue_opts o = {.queue = bad[i].queue, .priority = bad[i].priority,
+                                .max_attempts = bad[i].attempts, .delay_ms = bad[i].delay};
+        cr_expect_eq(skipq_copy_add(cp, bad[i].kind, bad[i].payload, &o, err, sizeof err), SKIPQ_EINVAL, "case %zu",
+                     i);
+        cr_expect(strstr(err, bad[i].needle) != NULL, "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].needle);
+    }
+    cr_assert_eq(skipq_copy_add(cp, "ok", "{\"x\": 1}", NULL, err, sizeof err), SKIPQ_OK, "%s", err);
+    int64_t n = -1;
+    cr_assert_eq(skipq_copy_end(cp, &n, err, sizeof err), SKIPQ_OK, "%s", err);
+    cr_expect_eq(n, 2, "refused jobs are left out, the others written");
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 2);
+}
+
+Test(bulk, copy_with_bad_json_writes_nothing, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    static const char *payloads[] = {"{\"a\": ", "{\"a\": \"\\u0000\"}", "not json"};
+    for (size_t k = 0; k < sizeof payloads / sizeof *payloads; k++) {
+        char err[SKIPQ_ERRBUF_SIZE];
+        skipq_copy *cp = NULL;
+        cr_assert_eq(skipq_copy_begin(db.conn, &cp, err, sizeof err), SKIPQ_OK, "%s", err);
+        for (int i = 0; i < 100; i++)
+            cr_assert_eq(skipq_copy_add(cp, "ok", i == 42 ? payloads[k] : "{}", NULL, err, sizeof err), SKIPQ_OK);
+        int64_t n = -1;
+        cr_expect_eq(skipq_copy_end(cp, &n, err, sizeof err), SKIPQ_EINVAL, "payload %s: %s", payloads[k], err);
+        cr_expect(strstr(err, "job 42:") != NULL, "the message names the job: %s", err);
+        cr_expect_eq(n, 0);
+        cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0, "nothing written");
+        cr_expect_eq(PQtransactionStatus(db.conn), PQTRANS_IDLE, "the connection is usable again");
+    }
+}
+
+Test(bulk, copy_joins_the_callers_transaction_and_abort_cancels, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char err[SKIPQ_ERRBUF_SIZE];
+    PQclear(th_query(db.conn, "BEGIN"));
+    skipq_copy *cp = NULL;
+    cr_assert_eq(skipq_copy_begin(db.conn, &cp, err, sizeof err), SKIPQ_OK, "%s", err);
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(skipq_copy_add(cp, "ok", NULL, NULL, err, sizeof err), SKIPQ_OK);
+    cr_assert_eq(skipq_copy_end(cp, NULL, err, sizeof err), SKIPQ_OK, "%s", err);
+    PQclear(th_query(db.conn, "ROLLBACK"));
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0, "rolled back with the caller");
+
+    cr_assert_eq(skipq_copy_begin(db.conn, &cp, err, sizeof err), SKIPQ_OK, "%s", err);
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(skipq_copy_add(cp, "ok", NULL, NULL, err, sizeof err), SKIPQ_OK);
+    skipq_copy_abort(cp);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0, "abort writes nothing");
+    cr_expect_eq(th_scalar(db.conn, "SELECT 1"), 1, "the connection is usable after an abort");
+}

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "skipq/skipq.h"
 
 #ifndef SKIPQ_SOURCE_DIR
 #error "SKIPQ_SOURCE_DIR must be defined"
@@ -42,12 +43,13 @@ static void apply_roles(const struct th_db *db)
     snprintf(cmd, sizeof cmd, "psql -qX -v ON_ERROR_STOP=1 \"%s\" -f %s/sql/roles.sql >/dev/null 2>&1",
              db->conninfo, SKIPQ_SOURCE_DIR);
     cr_assert_eq(system(cmd), 0, "roles.sql failed");
-    char sql[512];
+    char sql[1024];
     /* Roles are cluster-wide: name them after this test's database. */
     snprintf(sql, sizeof sql,
-             "DROP ROLE IF EXISTS %s_w; DROP ROLE IF EXISTS %s_e;"
-             "CREATE ROLE %s_w LOGIN IN ROLE skipq_worker; CREATE ROLE %s_e LOGIN IN ROLE skipq_enqueuer",
-             db->name, db->name, db->name, db->name);
+             "DROP ROLE IF EXISTS %s_w; DROP ROLE IF EXISTS %s_e; DROP ROLE IF EXISTS %s_b;"
+             "CREATE ROLE %s_w LOGIN IN ROLE skipq_worker; CREATE ROLE %s_e LOGIN IN ROLE skipq_enqueuer;"
+             "CREATE ROLE %s_b LOGIN IN ROLE skipq_bulk",
+             db->name, db->name, db->name, db->name, db->name, db->name);
     PQclear(th_query(db->conn, sql));
 }
 
@@ -76,7 +78,30 @@ Test(security, privilege_matrix, .timeout = 120)
     for (size_t i = 0; i < sizeof enqueuer_forbidden / sizeof *enqueuer_forbidden; i++)
         cr_expect_str_eq(sqlstate_of(e, enqueuer_forbidden[i]), "42501", "enqueuer must not: %s",
                          enqueuer_forbidden[i]);
+    char err[SKIPQ_ERRBUF_SIZE];
+    skipq_copy *cp = NULL;
+    cr_expect_neq(skipq_copy_begin(e, &cp, err, sizeof err), SKIPQ_OK, "the enqueuer must not COPY into skipq.jobs");
     PQfinish(e);
+
+    /* The bulk role COPYs through libskipq, and can do nothing else. */
+    snprintf(role, sizeof role, "%s_b", db.name);
+    PGconn *b = connect_as(&db, role);
+    cr_assert_eq(skipq_copy_begin(b, &cp, err, sizeof err), SKIPQ_OK, "bulk role: %s", err);
+    cr_assert_eq(skipq_copy_add(cp, "test", "{\"n\": 2}", NULL, err, sizeof err), SKIPQ_OK, "%s", err);
+    int64_t copied = 0;
+    cr_expect_eq(skipq_copy_end(cp, &copied, err, sizeof err), SKIPQ_OK, "bulk role: %s", err);
+    cr_expect_eq(copied, 1);
+    const char *bulk_forbidden[] = {
+        "SELECT * FROM skipq.jobs",
+        "UPDATE skipq.jobs SET status = 'done'",
+        "DELETE FROM skipq.jobs",
+        "INSERT INTO skipq.jobs (queue, kind, status) VALUES ('default', 'test', 'done')",
+        "INSERT INTO skipq.job_executions (job_id, attempt, worker) VALUES (1, 1, 'x')",
+        "UPDATE skipq.settings SET value = '999999999'",
+    };
+    for (size_t i = 0; i < sizeof bulk_forbidden / sizeof *bulk_forbidden; i++)
+        cr_expect_str_eq(sqlstate_of(b, bulk_forbidden[i]), "42501", "bulk must not: %s", bulk_forbidden[i]);
+    PQfinish(b);
 
     snprintf(role, sizeof role, "%s_w", db.name);
     PGconn *w = connect_as(&db, role);

@@ -66,6 +66,33 @@ skipq_rc skipq_enqueue_many(struct pg_conn *conn, const char *jobs_json, int64_t
                             size_t errbuf_len);
 
 /*
+ * The bulk path: stream jobs into skipq.jobs with one COPY statement, the
+ * fastest way in (no JSON array to build, no PL/pgSQL per job).
+ *
+ *     skipq_copy *cp;
+ *     if (skipq_copy_begin(conn, &cp, err, sizeof err) != SKIPQ_OK) ...
+ *     for (...) if (skipq_copy_add(cp, "email.send", json, &opts, err, sizeof err) != SKIPQ_OK) ...
+ *     if (skipq_copy_end(cp, &n, err, sizeof err) != SKIPQ_OK) ...   (frees cp)
+ *
+ * skipq_copy_add() checks each job as skipq_enqueue() would (kind and queue
+ * names, priority, max_attempts, a delay of at most 10 years, the payload
+ * size limit) and refuses a bad one with SKIPQ_EINVAL naming it (0-based);
+ * the refused job is not added and the others stay. JSON validity is checked
+ * by the server: skipq_copy_end() then fails with SKIPQ_EINVAL naming the
+ * job, and writes nothing. All jobs commit together, in the caller's
+ * transaction if one is open. Delays count from the server's now() at
+ * skipq_copy_begin(). Between begin and end the connection is busy with the
+ * COPY: run nothing else on it. skipq_copy_abort() cancels and frees.
+ * The role needs INSERT on skipq.jobs' columns (sql/roles.sql: skipq_bulk).
+ */
+typedef struct skipq_copy skipq_copy;
+skipq_rc skipq_copy_begin(struct pg_conn *conn, skipq_copy **out, char *errbuf, size_t errbuf_len);
+skipq_rc skipq_copy_add(skipq_copy *cp, const char *kind, const char *payload, const skipq_enqueue_opts *opts,
+                        char *errbuf, size_t errbuf_len);
+skipq_rc skipq_copy_end(skipq_copy *cp, int64_t *count_out, char *errbuf, size_t errbuf_len);
+void skipq_copy_abort(skipq_copy *cp);
+
+/*
  * Bring the skipq schema up to date. Idempotent; safe when several hosts run
  * it at once (they serialise on an advisory lock). *applied_out (if not
  * NULL) receives the number of migrations applied by this call.
