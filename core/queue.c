@@ -208,6 +208,32 @@ static const char RETAIN_SQL[] =
     "  RETURNING 1)"
     " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT count(*) FROM d) ELSE -1 END";
 
+/*
+ * After a lost connection: jobs still 'running' under this worker's name
+ * ($1) that it is not holding ($2: the ones whose outcomes it still has to
+ * record) were claimed by a cycle whose reply never arrived. The worker never
+ * ran them, so they go back to pending at once, and the attempt is not
+ * charged (max_attempts + 1, as for a shutdown). Rows locked right now (the
+ * lost statement may still be running on the server) are skipped: their
+ * leases expire as before.
+ */
+static const char RECOVER_SQL[] =
+    "WITH lk AS MATERIALIZED ("
+    "  SELECT j.id FROM skipq.jobs j"
+    "   WHERE j.status = 'running' AND j.locked_by = $1 AND NOT (j.id = ANY($2::int8[]))"
+    "   ORDER BY j.id FOR NO KEY UPDATE OF j SKIP LOCKED"
+    "), r AS ("
+    "  UPDATE skipq.jobs j SET status = 'pending', run_at = now(), lease_expires_at = NULL,"
+    "         max_attempts = j.max_attempts + 1,"
+    "         last_error = 'interrupted: the reply to its claim was lost with the connection'"
+    "    FROM lk WHERE j.id = lk.id AND j.id = ANY(ARRAY(SELECT id FROM lk))"
+    "     AND j.status = 'running' AND j.locked_by = $1"
+    "  RETURNING j.id, j.current_execution_id AS eid)"
+    " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = now(),"
+    "        error = 'interrupted: the reply to its claim was lost with the connection'"
+    "   FROM r WHERE e.id = r.eid"
+    " RETURNING e.id";
+
 static const struct {
     const char *name;
     const char *sql;
@@ -215,6 +241,7 @@ static const struct {
     {"sq_retain", RETAIN_SQL},
     {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
     {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
+    {"sq_recover", RECOVER_SQL},
     {"sq_cycle", CYCLE_SQL},
 };
 
@@ -499,6 +526,19 @@ int sq_queue_reap(PGconn *conn, int limit, char *err, size_t errlen)
     snprintf(lim, sizeof lim, "%d", limit);
     const char *params[1] = {lim};
     return exec_count(conn, "sq_reap", 1, params, err, errlen);
+}
+
+int sq_queue_recover(PGconn *conn, const char *worker, const int64_t *held, size_t n, char *err, size_t errlen)
+{
+    char *a = sq_int8_array(held, n);
+    if (!a) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const char *params[2] = {worker, a};
+    int count = exec_count(conn, "sq_recover", 2, params, err, errlen);
+    free(a);
+    return count;
 }
 
 int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, size_t n, char *err, size_t errlen)

@@ -81,6 +81,11 @@ int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, c
 /* Expired leases -> pending (or dead when out of attempts); returns count. */
 int sq_queue_reap(PGconn *conn, int limit, char *err, size_t errlen);
 
+/* After a lost connection: give back jobs claimed under `worker` by a
+ * cycle whose reply never arrived (all its running jobs except the n in
+ * `held`), uncharged. Returns the count, -1 on error. */
+int sq_queue_recover(PGconn *conn, const char *worker, const int64_t *held, size_t n, char *err, size_t errlen);
+
 /* Shutdown: give back jobs whose handlers are still running. */
 int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, size_t n, char *err, size_t errlen);
 

@@ -615,6 +615,31 @@ static void release_unstarted(struct sq_worker *w, PGconn *conn, struct sq_claim
     free(execs);
 }
 
+/*
+ * A cycle that died with its connection may have committed a claim whose
+ * reply never came: those jobs are running under this worker's name, which
+ * will never run them. Give them back now rather than when their leases
+ * expire, uncharged (a job with max_attempts = 1 would otherwise end dead
+ * without having run). False when the connection was lost again.
+ */
+static bool recover_lost_claims(struct sq_worker *w, PGconn **connp, const struct pending *pend)
+{
+    char err[512];
+    int n = sq_queue_recover(*connp, w->ident, pend->o.ids, pend->o.n, err, sizeof err);
+    if (n > 0)
+        log_info("%s: gave back %d job(s) claimed just before the connection was lost", w->name, n);
+    if (n >= 0)
+        return true;
+    if (sq_db_conn_lost(*connp, NULL)) {
+        PQfinish(*connp);
+        *connp = NULL;
+        return false;
+    }
+    log_warn("%s: could not give back jobs claimed before the connection was lost; their leases will expire: %s",
+             w->name, err);
+    return true;
+}
+
 static void worker_exit(struct sq_host *h)
 {
     pthread_mutex_lock(&h->lock);
@@ -644,6 +669,7 @@ void *sq_worker_main(void *arg)
     }
     PGconn *conn = NULL;
     int limit = 1;
+    bool reply_lost = false; /* a cycle died with its connection: it may have claimed */
     for (;;) {
         bool stopping = atomic_load(&h->stopping);
         if (stopping && pend.o.n == 0)
@@ -652,6 +678,9 @@ void *sq_worker_main(void *arg)
          * main thread ends the process when the grace period is over. */
         if (!conn && !(conn = reconnect(h, w->name, pend.o.n == 0)))
             break;
+        if (reply_lost && !recover_lost_claims(w, &conn, &pend))
+            continue;
+        reply_lost = false;
         unsigned long gen = atomic_load(&g->wake_gen);
         int n = sq_queue_cycle(conn, g->queue, g->kinds_array, g->leases_array, w->ident, stopping ? 0 : limit,
                                &pend.o, claimed, pend.applied, err, sizeof err);
@@ -661,6 +690,7 @@ void *sq_worker_main(void *arg)
                 PQfinish(conn);
                 conn = NULL;
                 pend.retried = pend.o.n > 0;
+                reply_lost = true;
                 continue;
             }
             log_error("%s: claim failed: %s", w->name, err);

@@ -731,6 +731,49 @@ Test(release, gives_job_back_without_using_an_attempt, .timeout = 120)
     PQfinish(c);
 }
 
+/* A cycle whose reply was lost with the connection: the worker gives back
+ * what it claimed, except the jobs whose outcomes it still holds, and never
+ * another worker's. */
+Test(release, recover_gives_back_lost_claims_uncharged, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = qconn(&db);
+    char err[512];
+    for (int i = 0; i < 5; i++)
+        enq(c, "'k', max_attempts => 1");
+    struct sq_claimed lost[3], held = {0}, other = {0};
+    for (int i = 0; i < 3; i++)
+        lost[i] = must_claim(c, "k", 30000, "h:1:w0");
+    held = must_claim(c, "k", 30000, "h:1:w0");
+    other = must_claim(c, "k", 30000, "h:1:w1");
+    int64_t keep[1] = {held.id};
+    cr_expect_eq(sq_queue_recover(c, "h:1:w0", keep, 1, err, sizeof err), 3, "%s", err);
+    for (int i = 0; i < 3; i++) {
+        EXPECT_STATUS(c, lost[i].id, "pending");
+        cr_expect_eq(th_scalarf(c, "SELECT max_attempts FROM skipq.jobs WHERE id = %" PRId64, lost[i].id), 2,
+                     "the lost attempt is not charged");
+        expect_text(c, "interrupted", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64,
+                    lost[i].execution_id);
+    }
+    EXPECT_STATUS(c, held.id, "running");
+    EXPECT_STATUS(c, other.id, "running");
+    /* The held outcome still records; a second recovery finds nothing. */
+    cr_expect_eq(sq_queue_done(c, held.id, held.execution_id, err, sizeof err), SQ_COMPLETE_DONE);
+    cr_expect_eq(sq_queue_recover(c, "h:1:w0", NULL, 0, err, sizeof err), 0, "%s", err);
+    /* The given-back jobs run again, and with max_attempts 1 they still get
+     * their one real attempt. */
+    struct sq_claimed again = must_claim(c, "k", 30000, "h:1:w0");
+    cr_expect_eq(again.attempt, 2);
+    cr_expect_eq(sq_queue_done(c, again.id, again.execution_id, err, sizeof err), SQ_COMPLETE_DONE);
+    for (int i = 0; i < 3; i++)
+        sq_claimed_clear(&lost[i]);
+    sq_claimed_clear(&held);
+    sq_claimed_clear(&other);
+    sq_claimed_clear(&again);
+    PQfinish(c);
+}
+
 /* ---- the worker cycle: record outcomes and claim in one statement -------------------------- */
 
 /* Run one sq_queue_cycle for kind "k" in queue "default" with a 30 s lease. */
