@@ -43,3 +43,10 @@ GRANT UPDATE (status, attempts, run_at, finished_at, lease_expires_at, locked_by
     ON skipq.jobs TO skipq_worker;
 GRANT INSERT (job_id, attempt, worker) ON skipq.job_executions TO skipq_worker;
 GRANT UPDATE (status, finished_at, error) ON skipq.job_executions TO skipq_worker;
+
+-- The host registry and the finished-job totals (008): written only through
+-- these functions, read by stats.
+GRANT EXECUTE ON FUNCTION skipq.host_beat(text, text, text, int, text, int, text[], bigint, boolean),
+                          skipq.host_gone(text), skipq.advance_totals(bigint), skipq.host_alive(timestamptz, bigint)
+    TO skipq_worker;
+GRANT SELECT ON skipq.hosts, skipq.job_totals, skipq.job_totals_mark TO skipq_worker;
