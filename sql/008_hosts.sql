@@ -12,7 +12,8 @@
 -- skipq.job_totals_mark: rows with through_prev <= finished_at < through_new
 -- are added, found through the BRIN index on finished_at. `skipq stats`
 -- adds the rows finished since the watermark, so the totals it prints are
--- exact without reading all history, and survive retention. The seed below
+-- exact without reading all history, and survive retention (which deletes
+-- only jobs finished before the watermark). The seed below
 -- counts the history present when this migration runs.
 CREATE TABLE skipq.hosts (
     id           text        PRIMARY KEY,  -- NAME:PID, the prefix of locked_by
@@ -84,8 +85,12 @@ SELECT queue, kind, count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WH
  GROUP BY queue, kind;
 INSERT INTO skipq.job_totals_mark (through, began_at) VALUES (now(), now());
 
--- Advance the totals to now() - lag_ms (the lag lets a transactional
--- handler's done marker, stamped when its transaction began, commit first).
+-- Advance the totals to now() - lag_ms, and never past the start of a
+-- transaction still open in this database: a done marker is stamped with
+-- its transaction's start (a transactional handler's can be minutes old
+-- when it commits), so only what finished before every open transaction
+-- began is final. (The function's owner sees other roles' sessions only as
+-- a superuser or with pg_read_all_stats; the lag covers short ones anyway.)
 -- Only one caller at a time does the work; the others get -1. Also forgets
 -- hosts silent for a day. Returns the number of finished jobs added.
 CREATE FUNCTION skipq.advance_totals(lag_ms bigint) RETURNS bigint
@@ -101,6 +106,8 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(495946797171) THEN
         RETURN -1;
     END IF;
+    SELECT least(new_mark, min(a.xact_start)) INTO new_mark FROM pg_stat_activity a
+     WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL;
     SELECT m.through INTO old_mark FROM skipq.job_totals_mark m FOR UPDATE;
     IF old_mark IS NULL OR new_mark <= old_mark THEN
         RETURN 0;
@@ -119,9 +126,8 @@ BEGIN
         ON CONFLICT (queue, kind) DO UPDATE
            SET done = t.done + excluded.done, dead = t.dead + excluded.dead,
                cancelled = t.cancelled + excluded.cancelled
-        RETURNING excluded.done + excluded.dead + excluded.cancelled AS n
     )
-    SELECT coalesce(sum(n), 0) INTO added FROM up;
+    SELECT coalesce(sum(f.done + f.dead + f.cancelled), 0) INTO added FROM f;
     UPDATE skipq.job_totals_mark SET through = new_mark;
     DELETE FROM skipq.hosts h WHERE h.heartbeat_at < now() - interval '1 day';
     RETURN added;
