@@ -107,6 +107,11 @@ static PGresult *query(PGconn *conn, const char *sql, int n, const char *const *
 
 /* ---- stats ------------------------------------------------------------------------ */
 
+/* A column of an execution's job, looked up by primary key per execution:
+ * a plain join lets the planner hash-join recent executions against a scan
+ * of every job ever kept. */
+#define JOB_OF_EXECUTION(col) "(SELECT " col " FROM skipq.jobs j WHERE j.id = e.job_id)"
+
 /* $1: the totals watermark; $2: where the scan of finished jobs starts
  * (the earlier of the watermark and an hour ago). */
 static const char STATS_SQL[] =
@@ -130,12 +135,14 @@ static const char STATS_SQL[] =
     "         count(*) FILTER (WHERE status = 'cancelled' AND finished_at >= $1::timestamptz) AS cancelled"
     "    FROM skipq.jobs WHERE finished_at >= $2::timestamptz GROUP BY queue, kind"
     "), pct AS ("
-    "  SELECT j.queue, j.kind, percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP"
-    "         (ORDER BY extract(epoch FROM e.finished_at - e.started_at) * 1000) AS p"
-    "    FROM skipq.job_executions e JOIN skipq.jobs j ON j.id = e.job_id"
-    "   WHERE e.started_at >= now() - interval '1 hour' AND e.status IN ('done', 'retry', 'dead')"
-    "     AND e.finished_at IS NOT NULL"
-    "   GROUP BY j.queue, j.kind"
+    "  SELECT split_part(qk, '/', 1) AS queue, split_part(qk, '/', 2) AS kind, p FROM ("
+    "    SELECT qk, percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms) AS p FROM ("
+    "      SELECT " JOB_OF_EXECUTION("j.queue || '/' || j.kind") " AS qk,"
+    "             extract(epoch FROM e.finished_at - e.started_at) * 1000 AS ms"
+    "        FROM skipq.job_executions e"
+    "       WHERE e.started_at >= now() - interval '1 hour' AND e.status IN ('done', 'retry', 'dead')"
+    "         AND e.finished_at IS NOT NULL) x"
+    "     GROUP BY qk) y"
     "), k AS ("
     "  SELECT queue, kind FROM cur UNION SELECT queue, kind FROM fin"
     "  UNION SELECT queue, kind FROM skipq.job_totals UNION SELECT queue, kind FROM pct"
@@ -261,12 +268,13 @@ static const char TOP_QUEUES_SQL[] =
     "  SELECT queue, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now())"
     "    FROM skipq.jobs WHERE status = 'running' GROUP BY queue"
     "), ex AS ("
-    "  SELECT j.queue, count(*) FILTER (WHERE e.status = 'done') AS done,"
-    "         count(*) FILTER (WHERE e.status IN ('retry', 'dead', 'lost')) AS failed"
-    "    FROM skipq.job_executions e JOIN skipq.jobs j ON j.id = e.job_id"
-    "   WHERE e.started_at >= now() - interval '1 hour'"
-    "     AND e.finished_at >= now() - $1::int8 * interval '1 millisecond'"
-    "   GROUP BY j.queue"
+    "  SELECT queue, count(*) FILTER (WHERE status = 'done') AS done,"
+    "         count(*) FILTER (WHERE status IN ('retry', 'dead', 'lost')) AS failed FROM ("
+    "    SELECT " JOB_OF_EXECUTION("j.queue") " AS queue, e.status"
+    "      FROM skipq.job_executions e"
+    "     WHERE e.started_at >= now() - interval '1 hour'"
+    "       AND e.finished_at >= now() - $1::int8 * interval '1 millisecond') x"
+    "   GROUP BY queue"
     "), dead AS ("
     "  SELECT queue, count(*) AS dead_1h FROM skipq.jobs"
     "   WHERE finished_at >= now() - interval '1 hour' AND status = 'dead' GROUP BY queue"
