@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "admin.h"
 #include "config.h"
@@ -39,7 +40,8 @@ static const char USAGE[] =
     "  migrate   create or upgrade the skipq schema\n"
     "  enqueue   add a job\n"
     "  run       run a host: load plugins, claim and run jobs\n"
-    "  stats     show jobs per queue and kind\n"
+    "  stats     show jobs per queue and kind, and the hosts serving them\n"
+    "  top       a live view of throughput, backlog and hosts\n"
     "  jobs      list jobs, or show one with every attempt\n"
     "  retry     put dead jobs back to pending\n"
     "  cancel    cancel pending or running jobs\n"
@@ -731,9 +733,15 @@ static int cmd_cancel(int argc, char **argv)
 
 static int cmd_stats(int argc, char **argv)
 {
-    static const char help[] = "usage: skipq stats [--json] [-c FILE] [--db CONNINFO]\n\n"
-                               "Jobs per queue and kind: ready to run now, scheduled for later, running,\n"
-                               "done, dead, cancelled, and running jobs whose lease has expired.\n";
+    static const char help[] =
+        "usage: skipq stats [--json] [-c FILE] [--db CONNINFO]\n\n"
+        "Per queue and kind: jobs ready to run now, scheduled for later, running,\n"
+        "running past their lease (expired), the age of the oldest ready job, done\n"
+        "and dead in the last hour and in total, cancelled, and p50/p95/p99 handler\n"
+        "durations of the last hour's attempts. Then a line for every kind with\n"
+        "ready jobs that no live host serves, and the registered hosts.\n"
+        "--json prints one object: {\"queues\": [...], \"unserved\": [...],\n"
+        "\"hosts\": [...], \"totals_since\": \"...\"}.\n";
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
     struct common c = {0};
     bool json = false;
@@ -765,6 +773,67 @@ static int cmd_stats(int argc, char **argv)
     return 0;
 }
 
+/* ---- top --------------------------------------------------------------------------- */
+
+static int cmd_top(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: skipq top [--interval MS] [--iterations N] [--json] [-c FILE] [--db CONNINFO]\n\n"
+        "A live view, refreshed every second until SIGINT or SIGTERM: done/s and\n"
+        "failed/s over the last 10 seconds (or the interval, if longer), per queue\n"
+        "the backlog (ready, scheduled), running and expired jobs, rates and dead\n"
+        "jobs of the last hour; live hosts and their threads; the latest error.\n\n"
+        "  -i, --interval MS     time between refreshes (100 to 3600000; default 1000)\n"
+        "  -n, --iterations N    stop after N refreshes (default: run until stopped)\n"
+        "      --json            one JSON object per refresh, one per line\n"
+        "The screen is cleared between refreshes only when standard output is a terminal.\n";
+    static const struct option opts[] = {{"interval", required_argument, NULL, 'i'},
+                                         {"iterations", required_argument, NULL, 'n'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {0, 0, 0, 0}};
+    struct common c = {0};
+    struct sq_top_opts t = {.interval_ms = 1000};
+    int64_t v;
+    int o;
+    while ((o = next_opt(argc, argv, "i:n:", opts, &c)) != -1) {
+        switch (o) {
+        case 'h':
+            fputs(help, stdout);
+            return 0;
+        case 'i':
+            if (!sq_parse_int(optarg, 100, 3600000, &v))
+                return usage_error("top", "--interval: \"%s\" is not a whole number of milliseconds from 100 to 3600000",
+                                   optarg);
+            t.interval_ms = v;
+            break;
+        case 'n':
+            if (!sq_parse_int(optarg, 1, 1000000000, &v))
+                return usage_error("top", "--iterations: \"%s\" is not a whole number from 1 to 1000000000", optarg);
+            t.iterations = (long)v;
+            break;
+        case 'j':
+            t.json = true;
+            break;
+        default:
+            return usage_error("top", "%s", "invalid option");
+        }
+    }
+    if (optind < argc)
+        return usage_error("top", "unexpected argument \"%s\"", argv[optind]);
+    t.window_ms = t.interval_ms > 10000 ? t.interval_ms : 10000;
+    t.clear = !t.json && isatty(STDOUT_FILENO);
+    int rc;
+    PGconn *conn = open_db(&c, "skipq top", &rc);
+    if (!conn)
+        return rc;
+    char err[512];
+    rc = sq_top_run(conn, stdout, &t, err, sizeof err) == 0 ? 0 : EXIT_RUNTIME;
+    if (rc)
+        fprintf(stderr, "skipq top: %s\n", err);
+    PQfinish(conn);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -785,7 +854,7 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"migrate", cmd_migrate}, {"enqueue", cmd_enqueue}, {"run", cmd_run},  {"stats", cmd_stats},
-                {"jobs", cmd_jobs},       {"retry", cmd_retry},     {"cancel", cmd_cancel}};
+                {"jobs", cmd_jobs},       {"retry", cmd_retry},     {"cancel", cmd_cancel}, {"top", cmd_top}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 1, argv + 1);

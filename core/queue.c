@@ -194,7 +194,7 @@ static const char CYCLE_SQL[] =
 
 /*
  * Retention: delete up to $3 jobs in status $1 finished more than $2 ms ago
- * (their executions cascade). Only the host holding the transaction-scoped
+ * and already in skipq.job_totals (their executions cascade). Only the host holding the transaction-scoped
  * advisory lock deletes; the others get -1 rows back and skip this round.
  */
 static const char RETAIN_SQL[] =
@@ -203,6 +203,7 @@ static const char RETAIN_SQL[] =
     "  DELETE FROM skipq.jobs WHERE id IN ("
     "    SELECT id FROM skipq.jobs"
     "     WHERE status = $1 AND finished_at < now() - $2::int8 * interval '1 millisecond'"
+    "       AND finished_at < (SELECT through FROM skipq.job_totals_mark)" /* counted first */
     "       AND (SELECT got FROM l)"
     "     LIMIT $3 FOR UPDATE SKIP LOCKED)"
     "  RETURNING 1)"

@@ -1,74 +1,389 @@
 /*
- * stats.c -- one grouped query over skipq.jobs, printed as a table or JSON.
- * "expired" counts running jobs whose lease is already past: their worker is
- * gone or stuck, and a live host's sweep will hand them out again.
+ * stats.c -- `skipq stats` and `skipq top`: what the queue holds, what it
+ * did lately, and who serves it.
+ *
+ * Every query here must stay cheap on a table with millions of finished
+ * jobs, because operators run it while something is already wrong:
+ *  - pending and running jobs are read through their partial indexes
+ *    (jobs_ready, jobs_lease), never by a scan of history;
+ *  - finished jobs are read only from the last hour, or from the totals
+ *    watermark if that is older, through the BRIN index on finished_at;
+ *  - "total" is skipq.job_totals (advanced by the hosts, sql/008_hosts.sql)
+ *    plus what finished after its watermark;
+ *  - percentiles and throughput read executions started in the last hour
+ *    through the BRIN index on started_at.
+ * Each command reads in one REPEATABLE READ READ ONLY transaction, so its
+ * numbers are of one moment.
  */
 #include "stats.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "db.h"
+#include "hosts.h"
 #include "util.h"
 
-static const char STATS_SQL[] =
-    "SELECT queue, kind,"
-    " count(*) FILTER (WHERE status = 'pending' AND run_at <= now()),"
-    " count(*) FILTER (WHERE status = 'pending' AND run_at > now()),"
-    " count(*) FILTER (WHERE status = 'running'),"
-    " count(*) FILTER (WHERE status = 'done'),"
-    " count(*) FILTER (WHERE status = 'dead'),"
-    " count(*) FILTER (WHERE status = 'cancelled'),"
-    " count(*) FILTER (WHERE status = 'running' AND lease_expires_at < now())"
-    " FROM skipq.jobs GROUP BY queue, kind ORDER BY queue, kind";
+#define OID_BOOL 16
+#define OID_INT8 20
+#define OID_INT4 23
+#define OID_JSON 114
+#define OID_FLOAT8 701
+#define OID_NUMERIC 1700
 
-static const char *const columns[] = {"queue", "kind", "ready", "scheduled", "running", "done", "dead",
-                                      "cancelled", "expired"};
-#define NCOL 9
-
-bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
+static bool is_number(Oid t)
 {
-    PGresult *res = PQexec(conn, STATS_SQL);
+    return t == OID_INT8 || t == OID_INT4 || t == OID_FLOAT8 || t == OID_NUMERIC;
+}
+
+/* Rows as JSON objects named by column; NULL -> null, numbers and json
+ * unquoted, booleans true/false. */
+static void json_rows(FILE *out, const PGresult *res)
+{
+    int rows = PQntuples(res), cols = PQnfields(res);
+    fputc('[', out);
+    for (int r = 0; r < rows; r++) {
+        fputs(r ? ",{" : "{", out);
+        for (int c = 0; c < cols; c++) {
+            fprintf(out, "%s\"%s\":", c ? "," : "", PQfname(res, c));
+            Oid t = PQftype(res, c);
+            const char *v = PQgetvalue(res, r, c);
+            if (PQgetisnull(res, r, c))
+                fputs("null", out);
+            else if (t == OID_BOOL)
+                fputs(*v == 't' ? "true" : "false", out);
+            else if (is_number(t) || t == OID_JSON)
+                fputs(v, out);
+            else
+                sq_json_string(out, v);
+        }
+        fputc('}', out);
+    }
+    fputc(']', out);
+}
+
+/* Rows as an aligned table: text left, numbers right, NULL as "-". The
+ * first `skip` columns are left out. */
+static void table_rows(FILE *out, const PGresult *res, int skip)
+{
+    int rows = PQntuples(res), cols = PQnfields(res);
+    int w[64];
+    if (cols > 64)
+        cols = 64;
+    for (int c = skip; c < cols; c++) {
+        w[c] = (int)strlen(PQfname(res, c));
+        for (int r = 0; r < rows; r++) {
+            int l = PQgetisnull(res, r, c) ? 1 : PQgetlength(res, r, c);
+            w[c] = l > w[c] ? l : w[c];
+        }
+    }
+    for (int r = -1; r < rows; r++) {
+        for (int c = skip; c < cols; c++) {
+            const char *v = r < 0 ? PQfname(res, c) : PQgetisnull(res, r, c) ? "-" : PQgetvalue(res, r, c);
+            if (r >= 0 && PQftype(res, c) == OID_BOOL && !PQgetisnull(res, r, c))
+                v = *v == 't' ? "yes" : "no";
+            bool right = is_number(PQftype(res, c));
+            int width = right ? w[c] : c + 1 < cols ? -w[c] : 0; /* no trailing blanks */
+            fprintf(out, "%s%*s", c > skip ? "  " : "", width, v);
+        }
+        fputc('\n', out);
+    }
+}
+
+static PGresult *query(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
+{
+    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);
-        return false;
+        return NULL;
     }
-    int n = PQntuples(res);
+    return res;
+}
+
+/* ---- stats ------------------------------------------------------------------------ */
+
+/* A column of an execution's job, looked up by primary key per execution:
+ * a plain join lets the planner hash-join recent executions against a scan
+ * of every job ever kept. */
+#define JOB_OF_EXECUTION(col) "(SELECT " col " FROM skipq.jobs j WHERE j.id = e.job_id)"
+
+/* $1: the totals watermark; $2: where the scan of finished jobs starts
+ * (the earlier of the watermark and an hour ago). */
+static const char STATS_SQL[] =
+    "WITH cur AS ("
+    "  SELECT queue, kind, sum(ready) AS ready, sum(scheduled) AS scheduled, sum(running) AS running,"
+    "         sum(expired) AS expired, min(oldest) AS oldest FROM ("
+    "    SELECT queue, kind, count(*) FILTER (WHERE run_at <= now()) AS ready,"
+    "           count(*) FILTER (WHERE run_at > now()) AS scheduled, 0 AS running, 0 AS expired,"
+    "           min(run_at) FILTER (WHERE run_at <= now()) AS oldest"
+    "      FROM skipq.jobs WHERE status = 'pending' GROUP BY queue, kind"
+    "    UNION ALL"
+    "    SELECT queue, kind, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now()), NULL"
+    "      FROM skipq.jobs WHERE status = 'running' GROUP BY queue, kind) l"
+    "   GROUP BY queue, kind"
+    "), fin AS ("
+    "  SELECT queue, kind,"
+    "         count(*) FILTER (WHERE status = 'done' AND finished_at >= now() - interval '1 hour') AS done_1h,"
+    "         count(*) FILTER (WHERE status = 'dead' AND finished_at >= now() - interval '1 hour') AS dead_1h,"
+    "         count(*) FILTER (WHERE status = 'done' AND finished_at >= $1::timestamptz) AS done,"
+    "         count(*) FILTER (WHERE status = 'dead' AND finished_at >= $1::timestamptz) AS dead,"
+    "         count(*) FILTER (WHERE status = 'cancelled' AND finished_at >= $1::timestamptz) AS cancelled"
+    "    FROM skipq.jobs WHERE finished_at >= $2::timestamptz GROUP BY queue, kind"
+    "), pct AS ("
+    "  SELECT split_part(qk, '/', 1) AS queue, split_part(qk, '/', 2) AS kind, p FROM ("
+    "    SELECT qk, percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms) AS p FROM ("
+    "      SELECT " JOB_OF_EXECUTION("j.queue || '/' || j.kind") " AS qk,"
+    "             extract(epoch FROM e.finished_at - e.started_at) * 1000 AS ms"
+    "        FROM skipq.job_executions e"
+    "       WHERE e.started_at >= now() - interval '1 hour' AND e.status IN ('done', 'retry', 'dead')"
+    "         AND e.finished_at IS NOT NULL) x"
+    "     GROUP BY qk) y"
+    "), k AS ("
+    "  SELECT queue, kind FROM cur UNION SELECT queue, kind FROM fin"
+    "  UNION SELECT queue, kind FROM skipq.job_totals UNION SELECT queue, kind FROM pct"
+    ")"
+    " SELECT k.queue, k.kind, coalesce(c.ready, 0) AS ready, coalesce(c.scheduled, 0) AS scheduled,"
+    "        coalesce(c.running, 0) AS running, coalesce(c.expired, 0) AS expired,"
+    "        round(extract(epoch FROM now() - c.oldest))::int8 AS oldest_ready_s,"
+    "        coalesce(f.done_1h, 0) AS done_1h, coalesce(f.dead_1h, 0) AS dead_1h,"
+    "        coalesce(t.done, 0) + coalesce(f.done, 0) AS done, coalesce(t.dead, 0) + coalesce(f.dead, 0) AS dead,"
+    "        coalesce(t.cancelled, 0) + coalesce(f.cancelled, 0) AS cancelled,"
+    "        round(p.p[1]::numeric, 1) AS p50_ms, round(p.p[2]::numeric, 1) AS p95_ms,"
+    "        round(p.p[3]::numeric, 1) AS p99_ms,"
+    "        EXISTS (SELECT 1 FROM skipq.hosts h WHERE skipq.host_alive(h.heartbeat_at, h.heartbeat_ms)"
+    "                  AND k.queue || '/' || k.kind = ANY (h.serves)) AS served"
+    "   FROM k LEFT JOIN cur c USING (queue, kind) LEFT JOIN fin f USING (queue, kind)"
+    "   LEFT JOIN skipq.job_totals t USING (queue, kind) LEFT JOIN pct p USING (queue, kind)"
+    "  ORDER BY k.queue, k.kind";
+
+static const char HOSTS_SQL[] =
+    "SELECT h.id, h.hostname, h.version, h.threads, skipq.host_alive(h.heartbeat_at, h.heartbeat_ms) AS alive,"
+    "       round(extract(epoch FROM now() - h.heartbeat_at)::numeric, 1) AS heartbeat_age_s,"
+    "       (SELECT count(*) FROM skipq.jobs j WHERE j.status = 'running'"
+    "           AND left(j.locked_by, length(h.id) + 1) = h.id || ':') AS running,"
+    "       to_char(h.started_at, 'YYYY-MM-DD HH24:MI:SSOF') AS started_at,"
+    "       %s AS queues, %s AS kinds, h.name, h.pid, h.heartbeat_ms"
+    "  FROM skipq.hosts h ORDER BY h.name, h.id";
+
+/* The watermark, and where to start reading finished jobs. */
+static const char MARK_SQL[] =
+    "SELECT through, least(through, now() - interval '1 hour'),"
+    "       to_char(began_at, 'YYYY-MM-DD HH24:MI:SSOF') FROM skipq.job_totals_mark";
+
+static bool begin_snapshot(PGconn *conn, char *err, size_t errlen)
+{
+    return sq_db_exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", err, errlen);
+}
+
+static void print_unserved(FILE *out, const PGresult *res, bool json)
+{
+    int n = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        if (*PQgetvalue(res, r, 15) == 't' || strcmp(PQgetvalue(res, r, 2), "0") == 0)
+            continue;
+        if (json) {
+            fputs(n ? ",{\"queue\":" : "{\"queue\":", out);
+            sq_json_string(out, PQgetvalue(res, r, 0));
+            fputs(",\"kind\":", out);
+            sq_json_string(out, PQgetvalue(res, r, 1));
+            fprintf(out, ",\"ready\":%s}", PQgetvalue(res, r, 2));
+        } else {
+            fprintf(out, "%sno live host serves kind \"%s\" on queue \"%s\": %s job(s) ready\n", n ? "" : "\n",
+                    PQgetvalue(res, r, 1), PQgetvalue(res, r, 0), PQgetvalue(res, r, 2));
+        }
+        n++;
+    }
+}
+
+bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
+{
+    PGresult *mark = NULL, *rows = NULL, *hosts = NULL;
+    bool ok = false;
+    char hosts_sql[1024];
+    if (!begin_snapshot(conn, err, errlen))
+        return false;
+    if (!(mark = query(conn, MARK_SQL, 0, NULL, err, errlen)))
+        goto done;
+    if (PQntuples(mark) != 1) {
+        snprintf(err, errlen, "skipq.job_totals_mark is empty: run `skipq migrate`");
+        goto done;
+    }
+    const char *params[2] = {PQgetvalue(mark, 0, 0), PQgetvalue(mark, 0, 1)};
+    if (!(rows = query(conn, STATS_SQL, 2, params, err, errlen)))
+        goto done;
+    snprintf(hosts_sql, sizeof hosts_sql, HOSTS_SQL, json ? "array_to_json(h.queues)" : "array_to_string(h.queues, ',')",
+             json ? "array_to_json(h.kinds)" : "array_to_string(h.kinds, ',')");
+    if (!(hosts = query(conn, hosts_sql, 0, NULL, err, errlen)))
+        goto done;
     if (json) {
-        fputs("{\"queues\":[", out);
-        for (int r = 0; r < n; r++) {
-            fputs(r ? ",{" : "{", out);
-            for (int c = 0; c < NCOL; c++) {
-                fprintf(out, "%s\"%s\":", c ? "," : "", columns[c]);
-                if (c < 2)
-                    sq_json_string(out, PQgetvalue(res, r, c));
-                else
-                    fputs(PQgetvalue(res, r, c), out);
-            }
+        fputs("{\"queues\":", out);
+        json_rows(out, rows);
+        fputs(",\"unserved\":[", out);
+        print_unserved(out, rows, true);
+        fputs("],\"hosts\":", out);
+        json_rows(out, hosts);
+        fputs(",\"totals_since\":", out);
+        sq_json_string(out, PQgetvalue(mark, 0, 2));
+        fputs("}\n", out);
+    } else {
+        if (PQntuples(rows) == 0)
+            fputs("(no jobs)\n", out);
+        else
+            table_rows(out, rows, 0);
+        print_unserved(out, rows, false);
+        fputs("\nhosts:\n", out);
+        if (PQntuples(hosts) == 0)
+            fputs("(none registered)\n", out);
+        else
+            table_rows(out, hosts, 0);
+        fprintf(out,
+                "\nready: runnable now; oldest_ready_s: the longest a ready job has waited; expired: running past\n"
+                "its lease. *_1h and p50-p99 (handler milliseconds): the last hour. done, dead, cancelled: since\n"
+                "%s, kept when retention deletes jobs. alive: heartbeat within %d heartbeat intervals.\n",
+                PQgetvalue(mark, 0, 2), SQ_HOST_ALIVE_BEATS);
+    }
+    ok = true;
+done:
+    PQclear(mark);
+    PQclear(rows);
+    PQclear(hosts);
+    PQclear(PQexec(conn, "ROLLBACK"));
+    return ok;
+}
+
+/* ---- top ------------------------------------------------------------------------- */
+
+/* $1: the throughput window in ms. */
+static const char TOP_QUEUES_SQL[] =
+    "WITH cur AS ("
+    "  SELECT queue, count(*) FILTER (WHERE run_at <= now()) AS ready,"
+    "         count(*) FILTER (WHERE run_at > now()) AS scheduled, 0 AS running, 0 AS expired"
+    "    FROM skipq.jobs WHERE status = 'pending' GROUP BY queue"
+    "  UNION ALL"
+    "  SELECT queue, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now())"
+    "    FROM skipq.jobs WHERE status = 'running' GROUP BY queue"
+    "), ex AS ("
+    "  SELECT queue, count(*) FILTER (WHERE status = 'done') AS done,"
+    "         count(*) FILTER (WHERE status IN ('retry', 'dead', 'lost')) AS failed FROM ("
+    "    SELECT " JOB_OF_EXECUTION("j.queue") " AS queue, e.status"
+    "      FROM skipq.job_executions e"
+    "     WHERE e.started_at >= now() - interval '1 hour'"
+    "       AND e.finished_at >= now() - $1::int8 * interval '1 millisecond') x"
+    "   GROUP BY queue"
+    "), dead AS ("
+    "  SELECT queue, count(*) AS dead_1h FROM skipq.jobs"
+    "   WHERE finished_at >= now() - interval '1 hour' AND status = 'dead' GROUP BY queue"
+    "), k AS (SELECT queue FROM cur UNION SELECT queue FROM ex UNION SELECT queue FROM dead)"
+    " SELECT k.queue, coalesce(sum(c.ready), 0)::int8 AS ready, coalesce(sum(c.scheduled), 0)::int8 AS scheduled,"
+    "        coalesce(sum(c.running), 0)::int8 AS running, coalesce(sum(c.expired), 0)::int8 AS expired,"
+    "        round(coalesce(min(x.done), 0) * 1000.0 / $1::int8, 1) AS done_per_s,"
+    "        round(coalesce(min(x.failed), 0) * 1000.0 / $1::int8, 1) AS failed_per_s,"
+    "        coalesce(min(d.dead_1h), 0) AS dead_1h"
+    "   FROM k LEFT JOIN cur c USING (queue) LEFT JOIN ex x USING (queue) LEFT JOIN dead d USING (queue)"
+    "  GROUP BY k.queue ORDER BY k.queue";
+
+static const char TOP_HEAD_SQL[] =
+    "SELECT to_char(now(), 'YYYY-MM-DD HH24:MI:SSOF') AS at,"
+    "       (SELECT count(*) FROM skipq.hosts h WHERE skipq.host_alive(h.heartbeat_at, h.heartbeat_ms)) AS hosts,"
+    "       (SELECT coalesce(sum(threads), 0) FROM skipq.hosts h"
+    "         WHERE skipq.host_alive(h.heartbeat_at, h.heartbeat_ms)) AS threads,"
+    "       e.job_id AS last_error_job, e.error AS last_error,"
+    "       to_char(e.finished_at, 'HH24:MI:SS') AS last_error_at"
+    "  FROM (SELECT 1) one LEFT JOIN LATERAL ("
+    "    SELECT x.job_id, x.error, x.finished_at FROM skipq.job_executions x"
+    "     WHERE x.started_at >= now() - interval '1 hour' AND x.error IS NOT NULL"
+    "       AND x.status IN ('retry', 'dead', 'lost')"
+    "     ORDER BY x.finished_at DESC NULLS LAST LIMIT 1) e ON true";
+
+/* Sum a numeric column over the rows, as printed text. */
+static double column_sum(const PGresult *res, int c)
+{
+    double s = 0;
+    for (int r = 0; r < PQntuples(res); r++)
+        s += strtod(PQgetvalue(res, r, c), NULL);
+    return s;
+}
+
+static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, char *err, size_t errlen)
+{
+    char window[24];
+    snprintf(window, sizeof window, "%lld", (long long)o->window_ms);
+    const char *params[1] = {window};
+    PGresult *head = NULL, *rows = NULL;
+    bool ok = false;
+    if (!begin_snapshot(conn, err, errlen))
+        return false;
+    if (!(head = query(conn, TOP_HEAD_SQL, 0, NULL, err, errlen)) ||
+        !(rows = query(conn, TOP_QUEUES_SQL, 1, params, err, errlen)))
+        goto done;
+    double done_s = column_sum(rows, 5), failed_s = column_sum(rows, 6);
+    if (o->json) {
+        fputs("{\"at\":", out);
+        sq_json_string(out, PQgetvalue(head, 0, 0));
+        fprintf(out, ",\"window_ms\":%lld,\"done_per_s\":%.1f,\"failed_per_s\":%.1f,\"hosts_alive\":%s,\"threads\":%s",
+                (long long)o->window_ms, done_s, failed_s, PQgetvalue(head, 0, 1), PQgetvalue(head, 0, 2));
+        fputs(",\"last_error\":", out);
+        if (PQgetisnull(head, 0, 4)) {
+            fputs("null", out);
+        } else {
+            fprintf(out, "{\"job\":%s,\"at\":", PQgetvalue(head, 0, 3));
+            sq_json_string(out, PQgetvalue(head, 0, 5));
+            fputs(",\"error\":", out);
+            sq_json_string(out, PQgetvalue(head, 0, 4));
             fputc('}', out);
         }
-        fputs("]}\n", out);
+        fputs(",\"queues\":", out);
+        json_rows(out, rows);
+        fputs("}\n", out);
     } else {
-        int w0 = 5, w1 = 4;
-        for (int r = 0; r < n; r++) {
-            int a = (int)strlen(PQgetvalue(res, r, 0)), b = (int)strlen(PQgetvalue(res, r, 1));
-            w0 = a > w0 ? a : w0;
-            w1 = b > w1 ? b : w1;
-        }
-        fprintf(out, "%-*s  %-*s", w0, columns[0], w1, columns[1]);
-        for (int c = 2; c < NCOL; c++)
-            fprintf(out, "  %9s", columns[c]);
-        fputc('\n', out);
-        for (int r = 0; r < n; r++) {
-            fprintf(out, "%-*s  %-*s", w0, PQgetvalue(res, r, 0), w1, PQgetvalue(res, r, 1));
-            for (int c = 2; c < NCOL; c++)
-                fprintf(out, "  %9s", PQgetvalue(res, r, c));
-            fputc('\n', out);
-        }
-        if (n == 0)
+        if (o->clear)
+            fputs("\033[H\033[2J", out);
+        fprintf(out, "skipq top  %s  every %lldms; rates over the last %llds\n", PQgetvalue(head, 0, 0),
+                (long long)o->interval_ms, (long long)(o->window_ms / 1000));
+        fprintf(out, "throughput %.1f done/s, %.1f failed/s   live hosts %s (%s threads)\n\n", done_s, failed_s,
+                PQgetvalue(head, 0, 1), PQgetvalue(head, 0, 2));
+        if (PQntuples(rows) == 0)
             fputs("(no jobs)\n", out);
+        else
+            table_rows(out, rows, 0);
+        if (!PQgetisnull(head, 0, 4))
+            fprintf(out, "\nlast error %s, job %s: %.200s\n", PQgetvalue(head, 0, 5), PQgetvalue(head, 0, 3),
+                    PQgetvalue(head, 0, 4));
+        else if (!o->clear)
+            fputc('\n', out);
     }
-    PQclear(res);
-    return true;
+    fflush(out);
+    ok = true;
+done:
+    PQclear(head);
+    PQclear(rows);
+    PQclear(PQexec(conn, "ROLLBACK"));
+    return ok;
+}
+
+int sq_top_run(PGconn *conn, FILE *out, const struct sq_top_opts *o, char *err, size_t errlen)
+{
+    /* Signals are taken synchronously, as the host does: SIGINT or SIGTERM
+     * ends the loop between refreshes. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    for (long i = 0; o->iterations <= 0 || i < o->iterations; i++) {
+        if (!top_refresh(conn, out, o, err, errlen))
+            return -1;
+        if (o->iterations > 0 && i + 1 >= o->iterations)
+            break;
+        struct timespec ts = {o->interval_ms / 1000, (long)(o->interval_ms % 1000) * 1000000L};
+        int sig = sigtimedwait(&set, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM)
+            return 0;
+    }
+    return 0;
 }

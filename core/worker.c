@@ -34,6 +34,7 @@
 
 #include "config.h"
 #include "host.h"
+#include "hosts.h"
 #include "log.h"
 #include "plugin.h"
 #include "queue.h"
@@ -832,6 +833,33 @@ static void retention_round(struct sq_host *h, PGconn *conn)
     }
 }
 
+/* The totals may lag now() by no more than the shortest retention age, so
+ * retention never deletes a job before it is counted. */
+static int64_t totals_lag(const struct sq_config *cfg)
+{
+    int64_t lag = SQ_TOTALS_LAG_MS;
+    const int64_t keep[] = {cfg->keep_done_ms, cfg->keep_dead_ms, cfg->keep_cancelled_ms};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        if (keep[i] > 0 && keep[i] < lag)
+            lag = keep[i];
+    return lag;
+}
+
+/* The registry's part of a heartbeat round: this host's row, then (one host
+ * at a time) the finished-job totals. Failures are logged once per outage. */
+static void registry_round(struct sq_host *h, PGconn *conn, bool *registered, bool *warned)
+{
+    char err[512];
+    bool ok = sq_hosts_beat(conn, h, !*registered, err, sizeof err);
+    if (ok)
+        *registered = true;
+    if (ok && sq_hosts_advance_totals(conn, totals_lag(h->cfg), err, sizeof err) == -2)
+        ok = false;
+    if (!ok && !*warned)
+        log_warn("host registry: %s", err);
+    *warned = !ok;
+}
+
 void *sq_heartbeat_main(void *arg)
 {
     struct sq_host *h = arg;
@@ -845,12 +873,18 @@ void *sq_heartbeat_main(void *arg)
                             .slot = calloc(cap, sizeof(struct sq_slot *)),
                             .state = calloc(cap, 1)};
     PGconn *conn = NULL;
-    bool reported = false;
+    bool reported = false, registered = false, registry_warned = false, gone = false;
     char err[512];
     int64_t next = 0, next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
     bool retention = h->cfg->keep_done_ms > 0 || h->cfg->keep_dead_ms > 0 || h->cfg->keep_cancelled_ms > 0;
     while (atomic_load(&h->running) > 0) {
         int64_t now = sq_now_ms();
+        if (atomic_load(&h->stopping) && registered && !gone && conn) {
+            /* A stopping host claims nothing: leave the registry now. */
+            gone = true;
+            if (!sq_hosts_gone(conn, h, err, sizeof err))
+                log_warn("host registry: could not remove this host's row (it will age out): %s", err);
+        }
         if (now < next) {
             /* Not sq_host_wait: this thread must keep beating while a
              * stopping host drains its handlers. */
@@ -889,6 +923,7 @@ void *sq_heartbeat_main(void *arg)
             }
             else if (reaped < 0)
                 log_warn("lease sweep failed: %s", err);
+            registry_round(h, conn, &registered, &registry_warned);
             if (retention && sq_now_ms() >= next_retention) {
                 retention_round(h, conn);
                 next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
@@ -899,6 +934,8 @@ void *sq_heartbeat_main(void *arg)
             conn = NULL;
         }
     }
+    if (registered && !gone && conn && !sq_hosts_gone(conn, h, err, sizeof err))
+        log_warn("host registry: could not remove this host's row (it will age out): %s", err);
     PQfinish(conn);
     free(s.ids);
     free(s.execs);

@@ -56,3 +56,9 @@ GRANT UPDATE (status, finished_at, error) ON skipq.job_executions TO skipq_worke
 -- The bulk path: the six columns a COPY writes, and the payload limit.
 GRANT INSERT (queue, kind, payload, priority, run_at, max_attempts) ON skipq.jobs TO skipq_bulk;
 GRANT SELECT ON skipq.settings TO skipq_bulk;
+-- The host registry and the finished-job totals (008): written only through
+-- these functions, read by stats.
+GRANT EXECUTE ON FUNCTION skipq.host_beat(text, text, text, int, text, int, text[], bigint, boolean),
+                          skipq.host_gone(text), skipq.advance_totals(bigint), skipq.host_alive(timestamptz, bigint)
+    TO skipq_worker;
+GRANT SELECT ON skipq.hosts, skipq.job_totals, skipq.job_totals_mark TO skipq_worker;

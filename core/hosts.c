@@ -1,0 +1,111 @@
+/*
+ * hosts.c -- a running host says who it is and what it serves.
+ *
+ * The heartbeat thread calls these on its normal rounds, so the registry
+ * costs one short statement per heartbeat and says "alive" only while the
+ * host can still renew leases. The row's id is NAME:PID, the prefix of the
+ * `locked_by` of every job the host holds, so an operator can match the
+ * two. The SQL lives in functions (sql/008_hosts.sql) so skipq_worker needs
+ * no rights on the tables themselves.
+ */
+#include "hosts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "db.h"
+#include "host.h"
+#include "queue.h"
+#include "skipq/skipq.h"
+#include "util.h"
+
+static void host_id(const struct sq_host *h, char *id, size_t len)
+{
+    snprintf(id, len, "%s:%d", h->name, (int)getpid());
+}
+
+/* "queue/kind" for every kind of every group, as a text[] literal. */
+static char *serves_array(const struct sq_host *h)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < h->ngroups; i++)
+        n += h->groups[i].nkinds;
+    char **pairs = calloc(n ? n : 1, sizeof *pairs);
+    char *arr = NULL;
+    size_t k = 0;
+    if (!pairs)
+        return NULL;
+    for (size_t i = 0; i < h->ngroups; i++) {
+        for (size_t j = 0; j < h->groups[i].nkinds; j++) {
+            size_t len = strlen(h->groups[i].queue) + strlen(h->groups[i].kinds[j]) + 2;
+            if (!(pairs[k] = malloc(len)))
+                goto out;
+            snprintf(pairs[k++], len, "%s/%s", h->groups[i].queue, h->groups[i].kinds[j]);
+        }
+    }
+    arr = sq_text_array((const char *const *)pairs, n);
+out:
+    for (size_t i = 0; i < k; i++)
+        free(pairs[i]);
+    free(pairs);
+    return arr;
+}
+
+static bool exec_params(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
+{
+    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+    if (!ok)
+        sq_db_error(conn, res, err, errlen);
+    PQclear(res);
+    return ok;
+}
+
+bool sq_hosts_beat(PGconn *conn, const struct sq_host *h, bool first, char *err, size_t errlen)
+{
+    char id[128], hostname[256] = "", pid[16], threads[16], hb[24];
+    host_id(h, id, sizeof id);
+    if (gethostname(hostname, sizeof hostname - 1) != 0)
+        sq_strlcpy(hostname, "unknown", sizeof hostname);
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    snprintf(threads, sizeof threads, "%d", h->nworkers);
+    snprintf(hb, sizeof hb, "%lld", (long long)h->cfg->heartbeat_ms);
+    char *serves = serves_array(h);
+    if (!serves) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    const char *params[9] = {id, h->name, hostname, pid, SKIPQ_VERSION, threads, serves, hb, first ? "t" : "f"};
+    bool ok = exec_params(conn,
+                          "SELECT skipq.host_beat($1, $2, $3, $4::int, $5, $6::int, $7::text[], $8::int8, $9::bool)",
+                          9, params, err, errlen);
+    free(serves);
+    return ok;
+}
+
+bool sq_hosts_gone(PGconn *conn, const struct sq_host *h, char *err, size_t errlen)
+{
+    char id[128];
+    host_id(h, id, sizeof id);
+    const char *params[1] = {id};
+    return exec_params(conn, "SELECT skipq.host_gone($1)", 1, params, err, errlen);
+}
+
+long sq_hosts_advance_totals(PGconn *conn, int64_t lag_ms, char *err, size_t errlen)
+{
+    char lag[24];
+    snprintf(lag, sizeof lag, "%lld", (long long)lag_ms);
+    const char *params[1] = {lag};
+    PGresult *res = PQexecParams(conn, "SELECT skipq.advance_totals($1::int8)", 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        return -2;
+    }
+    long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return n;
+}
