@@ -1,5 +1,6 @@
 /*
  * stats.c -- one grouped query over skipq.jobs, printed as a table or JSON.
+ * "blocked" counts jobs waiting for their parents (depends_on).
  * "expired" counts running jobs whose lease is already past: their worker is
  * gone or stuck, and a live host's sweep will hand them out again.
  */
@@ -15,6 +16,7 @@ static const char STATS_SQL[] =
     "SELECT queue, kind,"
     " count(*) FILTER (WHERE status = 'pending' AND run_at <= now()),"
     " count(*) FILTER (WHERE status = 'pending' AND run_at > now()),"
+    " count(*) FILTER (WHERE status = 'blocked'),"
     " count(*) FILTER (WHERE status = 'running'),"
     " count(*) FILTER (WHERE status = 'done'),"
     " count(*) FILTER (WHERE status = 'dead'),"
@@ -22,9 +24,9 @@ static const char STATS_SQL[] =
     " count(*) FILTER (WHERE status = 'running' AND lease_expires_at < now())"
     " FROM skipq.jobs GROUP BY queue, kind ORDER BY queue, kind";
 
-static const char *const columns[] = {"queue", "kind", "ready", "scheduled", "running", "done", "dead",
-                                      "cancelled", "expired"};
-#define NCOL 9
+static const char *const columns[] = {"queue", "kind",      "ready",    "scheduled", "blocked",
+                                      "running", "done", "dead", "cancelled", "expired"};
+#define NCOL 10
 
 bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
 {

@@ -482,10 +482,10 @@ Test(cli_stats, counts_per_queue_and_kind, .timeout = 60)
     int st = th_cli(&out, &err, "stats", "--db", db.conninfo, NULL);
     cr_assert_eq(st, 0, "exit %d: %s", st, err);
     char *t = squeeze(out);
-    cr_expect_not_null(strstr(t, "queue kind ready scheduled running done dead cancelled expired\n"), "%s", out);
-    cr_expect_not_null(strstr(t, "\ndefault a 2 0 0 1 0 0 0\n"), "%s", out);
-    cr_expect_not_null(strstr(t, "\ndefault b 0 1 0 0 0 0 0\n"), "%s", out);
-    cr_expect_not_null(strstr(t, "\nother a 0 0 0 1 1 0 0\n"), "%s", out);
+    cr_expect_not_null(strstr(t, "queue kind ready scheduled blocked running done dead cancelled expired\n"), "%s", out);
+    cr_expect_not_null(strstr(t, "\ndefault a 2 0 0 0 1 0 0 0\n"), "%s", out);
+    cr_expect_not_null(strstr(t, "\ndefault b 0 1 0 0 0 0 0 0\n"), "%s", out);
+    cr_expect_not_null(strstr(t, "\nother a 0 0 0 0 1 1 0 0\n"), "%s", out);
     free(t);
     free(out);
     free(err);
@@ -494,11 +494,11 @@ Test(cli_stats, counts_per_queue_and_kind, .timeout = 60)
     cr_assert_eq(st, 0, "exit %d: %s", st, err);
     cr_expect_str_eq(out,
                      "{\"queues\":["
-                     "{\"queue\":\"default\",\"kind\":\"a\",\"ready\":2,\"scheduled\":0,\"running\":0,\"done\":1,"
+                     "{\"queue\":\"default\",\"kind\":\"a\",\"ready\":2,\"scheduled\":0,\"blocked\":0,\"running\":0,\"done\":1,"
                      "\"dead\":0,\"cancelled\":0,\"expired\":0},"
-                     "{\"queue\":\"default\",\"kind\":\"b\",\"ready\":0,\"scheduled\":1,\"running\":0,\"done\":0,"
+                     "{\"queue\":\"default\",\"kind\":\"b\",\"ready\":0,\"scheduled\":1,\"blocked\":0,\"running\":0,\"done\":0,"
                      "\"dead\":0,\"cancelled\":0,\"expired\":0},"
-                     "{\"queue\":\"other\",\"kind\":\"a\",\"ready\":0,\"scheduled\":0,\"running\":0,\"done\":1,"
+                     "{\"queue\":\"other\",\"kind\":\"a\",\"ready\":0,\"scheduled\":0,\"blocked\":0,\"running\":0,\"done\":1,"
                      "\"dead\":1,\"cancelled\":0,\"expired\":0}"
                      "]}\n");
     free(out);
