@@ -147,13 +147,19 @@ DECLARE
     why text;
     holder record;
 BEGIN
-    IF kind IS NULL OR kind !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
-        RAISE EXCEPTION 'skipq.enqueue: kind "%" is not 1-128 characters of letters, digits and _.:-',
-            left(coalesce(kind, ''), 200) USING ERRCODE = '22023';
+    IF kind IS NULL OR kind = '' THEN
+        RAISE EXCEPTION 'skipq.enqueue: kind must not be empty' USING ERRCODE = '22023';
     END IF;
-    IF queue IS NULL OR queue !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+    IF queue IS NULL OR queue = '' THEN
+        RAISE EXCEPTION 'skipq.enqueue: queue must not be empty' USING ERRCODE = '22023';
+    END IF;
+    IF kind !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+        RAISE EXCEPTION 'skipq.enqueue: kind "%" is not 1-128 characters of letters, digits and _.:-',
+            left(kind, 200) USING ERRCODE = '22023';
+    END IF;
+    IF queue !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
         RAISE EXCEPTION 'skipq.enqueue: queue "%" is not 1-128 characters of letters, digits and _.:-',
-            left(coalesce(queue, ''), 200) USING ERRCODE = '22023';
+            left(queue, 200) USING ERRCODE = '22023';
     END IF;
     IF max_attempts IS NULL OR max_attempts < 1 OR max_attempts > 100000 THEN
         RAISE EXCEPTION 'skipq.enqueue: max_attempts must be from 1 to 100000 (got %)', max_attempts
