@@ -75,6 +75,8 @@ static PGresult *run(PGconn *conn, const char *sql, int n, const char *const *pa
 static const char JOB_COLUMNS[] =
     "id, queue, kind, status, attempts, max_attempts, priority, run_at, created_at, finished_at, "
     "lease_expires_at, locked_by, last_error";
+/* Shown by `jobs show` only: the list stays narrow. */
+static const char SCHED_COLUMNS[] = "unique_key, unique_until, ordering_key, depends_on::text AS depends_on";
 
 bool sq_admin_list(PGconn *conn, FILE *out, const struct sq_job_filter *f, bool json, char *err, size_t errlen)
 {
@@ -102,8 +104,8 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
     snprintf(a, sizeof a, "%" PRId64, id);
     const char *params[1] = {a};
     char sql[512];
-    snprintf(sql, sizeof sql, "SELECT %s, payload::text AS payload FROM skipq.jobs WHERE id = $1::bigint",
-             JOB_COLUMNS);
+    snprintf(sql, sizeof sql, "SELECT %s, %s, payload::text AS payload FROM skipq.jobs WHERE id = $1::bigint",
+             JOB_COLUMNS, SCHED_COLUMNS);
     PGresult *job = run(conn, sql, 1, params, err, errlen);
     if (!job)
         return -1;
@@ -155,12 +157,20 @@ long sq_admin_retry(PGconn *conn, const int64_t *ids, size_t n, const struct sq_
     }
     const char *params[5] = {idarr, f ? f->kind : NULL, f ? f->queue : NULL, f ? f->since : NULL, x};
     PGresult *res = run(conn,
-                        "WITH r AS (UPDATE skipq.jobs SET status = 'pending', run_at = now(), finished_at = NULL,"
+                        "WITH r AS (UPDATE skipq.jobs j SET"
+                        "   status = CASE WHEN EXISTS (SELECT 1 FROM skipq.jobs p"
+                        "                               WHERE p.id = ANY(j.depends_on) AND p.status <> 'done')"
+                        "            THEN 'blocked' ELSE 'pending' END,"
+                        "   run_at = now(), finished_at = NULL,"
                         "   max_attempts = attempts + $5::int, lease_expires_at = NULL"
                         " WHERE (($1::int8[] IS NOT NULL AND id = ANY($1::int8[]) AND status IN ('dead', 'cancelled'))"
                         "     OR ($1::int8[] IS NULL AND status = 'dead'"
                         "         AND ($2::text IS NULL OR kind = $2) AND ($3::text IS NULL OR queue = $3)"
                         "         AND ($4::timestamptz IS NULL OR finished_at >= $4::timestamptz)))"
+                        /* A job whose unique key another job holds now stays as it is. */
+                        "   AND (j.unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.jobs h"
+                        "         WHERE h.unique_key = j.unique_key AND h.id <> j.id"
+                        "           AND (h.status IN ('blocked', 'pending', 'running') OR h.unique_until IS NOT NULL)))"
                         " RETURNING 1) SELECT count(*) FROM r",
                         5, params, err, errlen);
     free(idarr);
@@ -181,12 +191,12 @@ long sq_admin_cancel(PGconn *conn, const int64_t *ids, size_t n, char *err, size
     const char *params[1] = {idarr};
     PGresult *res = run(conn,
                         "WITH lk AS MATERIALIZED ("
-                        "  SELECT id FROM skipq.jobs WHERE id = ANY($1::int8[]) AND status IN ('pending', 'running')"
+                        "  SELECT id FROM skipq.jobs WHERE id = ANY($1::int8[]) AND status IN ('blocked', 'pending', 'running')"
                         "   ORDER BY id FOR NO KEY UPDATE"
                         "), c AS ("
                         "  UPDATE skipq.jobs j SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL,"
                         "         last_error = 'cancelled by an operator'"
-                        "    FROM lk WHERE j.id = lk.id AND j.status IN ('pending', 'running')"
+                        "    FROM lk WHERE j.id = lk.id AND j.status IN ('blocked', 'pending', 'running')"
                         "  RETURNING j.id, j.current_execution_id"
                         "), e AS ("
                         "  UPDATE skipq.job_executions x SET status = 'cancelled', finished_at = now(),"

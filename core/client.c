@@ -1,6 +1,6 @@
 /*
  * client.c -- libskipq's enqueue call: one parameterised call of
- * skipq.enqueue() on the caller's connection, so it joins the caller's
+ * skipq.enqueue_ex() on the caller's connection, so it joins the caller's
  * transaction. Validation lives in the SQL function, where every client
  * (psql, other languages, this library) gets the same rules.
  */
@@ -24,6 +24,21 @@ const char *skipq_strerror(skipq_rc rc)
     case SKIPQ_ENOTFOUND: return "not found";
     }
     return "unknown error";
+}
+
+/* Job ids as a PostgreSQL array literal (malloc'd). */
+static char *id_array(const int64_t *v, size_t n)
+{
+    char *s = malloc(n * 21 + 3);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    s[o++] = '{';
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)sprintf(s + o, "%s%" PRId64, i ? "," : "", v[i]);
+    s[o++] = '}';
+    s[o] = '\0';
+    return s;
 }
 
 /* Map a failed enqueue statement to a status and a message. */
@@ -92,16 +107,34 @@ skipq_rc skipq_enqueue(PGconn *conn, const char *kind, const char *payload, cons
         snprintf(errbuf, errlen, "skipq_enqueue: delay must not be negative (got %" PRId64 "ms)", opts->delay_ms);
         return SKIPQ_EINVAL;
     }
-    char prio[16], delay[32], attempts[16];
+    if (opts->unique_for_ms < 0 || (opts->unique_for_ms && !opts->unique_key)) {
+        snprintf(errbuf, errlen, "skipq_enqueue: unique_for_ms must be positive and go with a unique_key");
+        return SKIPQ_EINVAL;
+    }
+    if (opts->depends_on_count && !opts->depends_on) {
+        snprintf(errbuf, errlen, "skipq_enqueue: depends_on is NULL but depends_on_count is %zu",
+                 opts->depends_on_count);
+        return SKIPQ_EINVAL;
+    }
+    char prio[16], delay[32], attempts[16], window[32];
     snprintf(prio, sizeof prio, "%d", opts->priority);
     snprintf(delay, sizeof delay, "%" PRId64, opts->delay_ms);
     snprintf(attempts, sizeof attempts, "%d", opts->max_attempts ? opts->max_attempts : 5);
-    const char *params[6] = {kind, payload ? payload : "{}", opts->queue ? opts->queue : "default", prio, delay,
-                             attempts};
+    snprintf(window, sizeof window, "%" PRId64, opts->unique_for_ms);
+    char *parents = NULL;
+    if (opts->depends_on_count && !(parents = id_array(opts->depends_on, opts->depends_on_count))) {
+        snprintf(errbuf, errlen, "out of memory");
+        return SKIPQ_ENOMEM;
+    }
+    const char *params[10] = {kind, payload ? payload : "{}", opts->queue ? opts->queue : "default", prio, delay,
+                              attempts, opts->unique_key, opts->unique_for_ms ? window : NULL, opts->ordering_key,
+                              parents};
     PGresult *res = PQexecParams(conn,
-                                 "SELECT skipq.enqueue($1, $2::jsonb, $3, $4::int, "
-                                 "now() + $5::bigint * interval '1 millisecond', $6::int)",
-                                 6, NULL, params, NULL, NULL, 0);
+                                 "SELECT id, existing FROM skipq.enqueue_ex($1, $2::jsonb, $3, $4::int, "
+                                 "now() + $5::bigint * interval '1 millisecond', $6::int, $7, "
+                                 "$8::bigint * interval '1 millisecond', $9, $10::int8[])",
+                                 10, NULL, params, NULL, NULL, 0);
+    free(parents);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         skipq_rc rc = enqueue_error(conn, res, errbuf, errlen);
         PQclear(res);
@@ -109,6 +142,8 @@ skipq_rc skipq_enqueue(PGconn *conn, const char *kind, const char *payload, cons
     }
     if (id_out)
         *id_out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    if (opts->existing_out)
+        *opts->existing_out = PQgetvalue(res, 0, 1)[0] == 't';
     PQclear(res);
     return SKIPQ_OK;
 }

@@ -185,6 +185,11 @@ static bool check_job(const struct skipq_copy *c, const char *kind, const char *
     else if (o->delay_ms < 0 || o->delay_ms > MAX_DELAY_MS)
         snprintf(errbuf, errlen, "job %" PRId64 ": delay must be from 0 to 10 years (got %" PRId64 "ms)", c->rows,
                  o->delay_ms);
+    else if (o->unique_key || o->ordering_key || o->depends_on_count)
+        snprintf(errbuf, errlen,
+                 "job %" PRId64 ": unique_key, ordering_key and depends_on are settled by skipq.enqueue(), "
+                 "not by COPY: enqueue this job with skipq_enqueue() or skipq_enqueue_many()",
+                 c->rows);
     else if ((int64_t)strlen(payload) > c->max_payload)
         snprintf(errbuf, errlen, "job %" PRId64 ": payload is %zu bytes, more than the %" PRId64 "-byte limit",
                  c->rows, strlen(payload), c->max_payload);

@@ -44,7 +44,7 @@ static const char USAGE[] =
     "  top       a live view of throughput, backlog and hosts\n"
     "  jobs      list jobs, or show one with every attempt\n"
     "  retry     put dead jobs back to pending\n"
-    "  cancel    cancel pending or running jobs\n"
+    "  cancel    cancel blocked, pending or running jobs\n"
     "  version   print the version\n"
     "\n"
     "common options:\n"
@@ -364,6 +364,49 @@ static char *read_stdin(void)
     return buf;
 }
 
+/* Job ids collected from repeated, comma-separated --depends-on options. */
+struct id_list {
+    int64_t *v;
+    size_t n, cap;
+};
+
+/* Add "ID[,ID...]" to l; the exit code (2 for a bad id), or 0. */
+static int id_list_parse(struct id_list *l, const char *arg)
+{
+    char *copy = strdup(arg);
+    if (!copy) {
+        fprintf(stderr, "skipq enqueue: out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    int rc = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+        int64_t id;
+        if (!sq_parse_int(sq_trim(tok), 1, INT64_MAX, &id)) {
+            rc = usage_error("enqueue", "--depends-on: \"%s\" is not a job id", tok);
+            break;
+        }
+        if (l->n == l->cap) {
+            size_t cap = l->cap ? l->cap * 2 : 8;
+            int64_t *nv = realloc(l->v, cap * sizeof *nv);
+            if (!nv) {
+                fprintf(stderr, "skipq enqueue: out of memory\n");
+                rc = EXIT_RUNTIME;
+                break;
+            }
+            l->v = nv;
+            l->cap = cap;
+        }
+        l->v[l->n++] = id;
+    }
+    if (!rc && l->n == 0)
+        rc = usage_error("enqueue", "--depends-on: \"%s\" names no job id", arg);
+    free(copy);
+    return rc;
+}
+
+static int enqueue_one(struct common *cm, skipq_enqueue_opts *eo, int argc, char **argv);
+
 static int cmd_enqueue(int argc, char **argv)
 {
     static const char help[] =
@@ -373,7 +416,8 @@ static int cmd_enqueue(int argc, char **argv)
         "standard input) and print its id.\n\n"
         "With --file, FILE ('-': standard input) holds one job per line as a JSON\n"
         "object: {\"kind\": \"...\", \"payload\": {...}, \"queue\": \"...\", \"priority\": N,\n"
-        "\"delay_ms\": N or \"run_at\": \"timestamp\", \"max_attempts\": N} (only kind is\n"
+        "\"delay_ms\": N or \"run_at\": \"timestamp\", \"max_attempts\": N, \"unique_key\": \"...\",\n"
+        "\"unique_for_ms\": N, \"ordering_key\": \"...\", \"depends_on\": [ID, ...]} (only kind is\n"
         "required). The file is enqueued in one transaction, whole or not at all; a bad\n"
         "line is reported as FILE:LINE. Prints the number of jobs added.\n\n"
         "  -f, --file FILE         enqueue every job in FILE\n"
@@ -382,6 +426,14 @@ static int cmd_enqueue(int argc, char **argv)
         "  -d, --delay DURATION    run no earlier than now + DURATION (30, 30s, 500ms, 5m)\n"
         "  -m, --max-attempts N    attempts before the job is dead (default: the INI's\n"
         "                          [kind KIND] max_attempts, else 5)\n"
+        "  -u, --unique-key KEY    while a job with KEY is blocked, pending or running,\n"
+        "                          print its id instead of adding a job (and say so on\n"
+        "                          standard error)\n"
+        "      --unique-for DURATION  with --unique-key: hold KEY this long after the\n"
+        "                          enqueue, even once the job has finished (e.g. 1h)\n"
+        "  -o, --ordering-key KEY  jobs with the same KEY run one at a time, in enqueue order\n"
+        "  -a, --depends-on IDS    run only after jobs IDS (comma-separated, or repeat the\n"
+        "                          option) are all done; dead if one dies or is cancelled\n"
         "  -c, --config FILE       read [database] and [kind] defaults from FILE\n"
         "      --db CONNINFO       database to use\n";
     static const struct option opts[] = {{"queue", required_argument, NULL, 'q'},
@@ -389,21 +441,44 @@ static int cmd_enqueue(int argc, char **argv)
                                          {"delay", required_argument, NULL, 'd'},
                                          {"max-attempts", required_argument, NULL, 'm'},
                                          {"file", required_argument, NULL, 'f'},
+                                         {"unique-key", required_argument, NULL, 'u'},
+                                         {"unique-for", required_argument, NULL, 'U' + 256},
+                                         {"ordering-key", required_argument, NULL, 'o'},
+                                         {"depends-on", required_argument, NULL, 'a'},
                                          {0, 0, 0, 0}};
     struct common c = {0};
     skipq_enqueue_opts eo = {0};
+    struct id_list parents = {0};
+    int existing = 0;
+    eo.existing_out = &existing;
     const char *file = NULL;
     bool per_job_option = false;
     int64_t v;
     int o;
     /* Permute so options may follow KIND and JSON. */
     optind = 1;
-    while ((o = next_opt(argc, argv, "q:p:d:m:f:", opts, &c)) != -1) {
-        per_job_option |= o == 'q' || o == 'p' || o == 'd' || o == 'm';
+    int rc = 0;
+    while (rc == 0 && (o = next_opt(argc, argv, "q:p:d:m:f:u:o:a:", opts, &c)) != -1) {
+        per_job_option |= o != 'f' && o != 'h' && o != '?';
         switch (o) {
         case 'h':
             fputs(help, stdout);
+            free(parents.v);
             return 0;
+        case 'u':
+            eo.unique_key = optarg;
+            break;
+        case 'U' + 256:
+            if (!sq_parse_duration_ms(optarg, &eo.unique_for_ms) || eo.unique_for_ms <= 0)
+                rc = usage_error("enqueue", "--unique-for: \"%s\" is not a positive duration (e.g. 30s, 5m, 1h)",
+                                 optarg);
+            break;
+        case 'o':
+            eo.ordering_key = optarg;
+            break;
+        case 'a':
+            rc = id_list_parse(&parents, optarg);
+            break;
         case 'f':
             file = optarg;
             break;
@@ -412,30 +487,37 @@ static int cmd_enqueue(int argc, char **argv)
             break;
         case 'p':
             if (!sq_parse_int(optarg, -1000000, 1000000, &v))
-                return usage_error("enqueue", "--priority: \"%s\" is not a whole number from -1000000 to 1000000",
-                                   optarg);
-            eo.priority = (int)v;
+                rc = usage_error("enqueue", "--priority: \"%s\" is not a whole number from -1000000 to 1000000",
+                                 optarg);
+            else
+                eo.priority = (int)v;
             break;
         case 'd':
             if (!sq_parse_duration_ms(optarg, &eo.delay_ms))
-                return usage_error("enqueue", "--delay: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5m)", optarg);
+                rc = usage_error("enqueue", "--delay: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5m)", optarg);
             break;
         case 'm':
             if (!sq_parse_int(optarg, 1, 100000, &v))
-                return usage_error("enqueue", "--max-attempts: \"%s\" is not a whole number from 1 to 100000",
-                                   optarg);
-            eo.max_attempts = (int)v;
+                rc = usage_error("enqueue", "--max-attempts: \"%s\" is not a whole number from 1 to 100000",
+                                 optarg);
+            else
+                eo.max_attempts = (int)v;
             break;
         default:
-            return usage_error("enqueue", "%s", "invalid option");
+            rc = usage_error("enqueue", "%s", "invalid option");
         }
     }
+    if (rc == 0 && eo.unique_for_ms && !eo.unique_key)
+        rc = usage_error("enqueue", "%s", "--unique-for goes with --unique-key");
+    if (rc == 0 && file && (optind < argc || per_job_option))
+        rc = usage_error("enqueue", "%s", "--file takes no KIND, JSON or per-job options: each line says its own");
+    if (rc) {
+        free(parents.v);
+        return rc;
+    }
+    eo.depends_on = parents.v;
+    eo.depends_on_count = parents.n;
     if (file) {
-        if (optind < argc || per_job_option)
-            return usage_error("enqueue", "%s",
-                               "--file takes no KIND, JSON, --queue, --priority, --delay or --max-attempts: "
-                               "each line says its own");
-        int rc;
         PGconn *conn = open_db(&c, "skipq enqueue", &rc);
         if (!conn)
             return rc;
@@ -443,6 +525,15 @@ static int cmd_enqueue(int argc, char **argv)
         PQfinish(conn);
         return rc;
     }
+    rc = enqueue_one(&c, &eo, argc, argv);
+    free(parents.v);
+    return rc;
+}
+
+/* `skipq enqueue KIND [JSON]` once the options are parsed. */
+static int enqueue_one(struct common *cm, skipq_enqueue_opts *eo, int argc, char **argv)
+{
+    struct common c = *cm;
     if (optind >= argc)
         return usage_error("enqueue", "%s", "missing KIND");
     const char *kind = argv[optind++];
@@ -452,10 +543,10 @@ static int cmd_enqueue(int argc, char **argv)
     int rc = load_config(&c);
     if (rc)
         return rc;
-    if (!eo.max_attempts && c.cfg) {
+    if (!eo->max_attempts && c.cfg) {
         const struct sq_kind_conf *k = sq_config_kind(c.cfg, kind);
         if (k && k->max_attempts)
-            eo.max_attempts = k->max_attempts;
+            eo->max_attempts = k->max_attempts;
     }
     char *owned = NULL;
     if (strcmp(payload, "-") == 0 && !(payload = owned = read_stdin())) {
@@ -471,13 +562,16 @@ static int cmd_enqueue(int argc, char **argv)
     }
     char err[SKIPQ_ERRBUF_SIZE];
     int64_t id = 0;
-    skipq_rc r = skipq_enqueue(conn, kind, payload, &eo, &id, err, sizeof err);
+    skipq_rc r = skipq_enqueue(conn, kind, payload, eo, &id, err, sizeof err);
     PQfinish(conn);
     free(owned);
     if (r != SKIPQ_OK) {
         fprintf(stderr, "skipq enqueue: %s\n", err);
         return r == SKIPQ_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
     }
+    if (*eo->existing_out)
+        fprintf(stderr, "skipq enqueue: existing: job %" PRId64 " holds unique key \"%s\"; nothing added\n", id,
+                eo->unique_key);
     printf("%" PRId64 "\n", id);
     return 0;
 }
@@ -625,9 +719,10 @@ static int cmd_jobs(int argc, char **argv)
     } else if (strcmp(sub, "list") != 0 || optind < argc) {
         return usage_error("jobs", "unexpected \"%s\"", optind < argc ? argv[optind] : sub);
     }
-    if (f.status && strcmp(f.status, "pending") && strcmp(f.status, "running") && strcmp(f.status, "done") &&
-        strcmp(f.status, "dead") && strcmp(f.status, "cancelled"))
-        return usage_error("jobs", "--status: \"%s\" is not pending, running, done, dead or cancelled", f.status);
+    if (f.status && strcmp(f.status, "blocked") && strcmp(f.status, "pending") && strcmp(f.status, "running") &&
+        strcmp(f.status, "done") && strcmp(f.status, "dead") && strcmp(f.status, "cancelled"))
+        return usage_error("jobs", "--status: \"%s\" is not blocked, pending, running, done, dead or cancelled",
+                           f.status);
     int rc;
     PGconn *conn = open_db(&c, "skipq jobs", &rc);
     if (!conn)
@@ -709,7 +804,7 @@ static int cmd_cancel(int argc, char **argv)
 {
     static const char help[] =
         "usage: skipq cancel ID...\n\n"
-        "Cancel pending or running jobs. A running job's handler is asked to stop\n"
+        "Cancel blocked, pending or running jobs. A running job's handler is asked to stop\n"
         "(skipq_job_should_stop) at its host's next heartbeat; whatever it returns,\n"
         "the job stays cancelled, never done. Prints how many were cancelled.\n";
     struct common c = {0};
@@ -735,7 +830,8 @@ static int cmd_stats(int argc, char **argv)
 {
     static const char help[] =
         "usage: skipq stats [--json] [-c FILE] [--db CONNINFO]\n\n"
-        "Per queue and kind: jobs ready to run now, scheduled for later, running,\n"
+        "Per queue and kind: jobs ready to run now, scheduled for later, blocked on\n"
+        "their parents (depends_on), running,\n"
         "running past their lease (expired), the age of the oldest ready job, done\n"
         "and dead in the last hour and in total, cancelled, and p50/p95/p99 handler\n"
         "durations of the last hour's attempts. Then a line for every kind with\n"

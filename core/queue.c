@@ -129,6 +129,19 @@ static const char RELEASE_SQL[] =
  * Every read of skipq.jobs by id goes through "id = ANY(array)": joined
  * against a CTE instead, the planner hashed the whole table (a sequential
  * scan per cycle, growing with the table) to find a few hundred rows.
+ *
+ * Jobs with an ordering_key run one at a time per key, in id order. The
+ * pick's NOT EXISTS keeps all but the first unfinished job of a key out,
+ * but it reads the statement's snapshot, which can be stale: a claim that
+ * committed after this statement began is invisible to it, and so is a
+ * job of the key that an older transaction committed late. So the
+ * exclusion is decided by a row lock instead: the claim takes the key's
+ * row in skipq.ordering_keys (ON CONFLICT waits for an uncommitted taker
+ * and then sees the latest committed row, not the snapshot), and only the
+ * job named there may run. The row goes when that job ends (trigger
+ * jobs_ended, sql/009); a job waiting to retry keeps it. Rows picked but
+ * refused stay pending. Jobs without a key skip both steps: one IS NULL
+ * test each.
  */
 static const char CYCLE_SQL[] =
     "WITH fin AS MATERIALIZED ("
@@ -158,7 +171,7 @@ static const char CYCLE_SQL[] =
     "    FROM upd u WHERE e.id = u.eid"
     "  RETURNING e.job_id, e.id, e.status"
     "), pick AS MATERIALIZED ("
-    "  SELECT id, attempts FROM skipq.jobs"
+    "  SELECT id, attempts, ordering_key FROM skipq.jobs j"
     "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND kind = ANY($2::text[])"
     /* A cycle that records no outcome commits without waiting for the WAL
      * flush (transaction-local, so the next cycle is unaffected). If the
@@ -169,12 +182,24 @@ static const char CYCLE_SQL[] =
     "     AND (SELECT set_config('synchronous_commit',"
     "            CASE WHEN cardinality($6::int8[]) = 0 THEN 'off'"
     "                 ELSE current_setting('synchronous_commit') END, true)) IS NOT NULL"
+    /* Serial keys, step 1: only the first unfinished job of its key. */
+    "     AND (ordering_key IS NULL OR NOT EXISTS ("
+    "          SELECT 1 FROM skipq.jobs e WHERE e.ordering_key = j.ordering_key AND e.id < j.id"
+    "             AND e.status IN ('blocked', 'pending', 'running')))"
     "   ORDER BY priority DESC, run_at, id"
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
+    /* Step 2: take the key's row, or keep it when this job already holds
+     * it (a retry). See the comment above. */
+    "), turn AS ("
+    "  INSERT INTO skipq.ordering_keys AS k (ordering_key, job_id)"
+    "  SELECT DISTINCT ON (ordering_key) ordering_key, id FROM pick"
+    "   WHERE ordering_key IS NOT NULL ORDER BY ordering_key, id"
+    "  ON CONFLICT (ordering_key) DO UPDATE SET job_id = k.job_id WHERE k.job_id = EXCLUDED.job_id"
+    "  RETURNING k.job_id"
     "), ins AS ("
     "  INSERT INTO skipq.job_executions (job_id, attempt, worker)"
-    "  SELECT id, attempts + 1, $4 FROM pick"
+    "  SELECT id, attempts + 1, $4 FROM pick WHERE ordering_key IS NULL OR id IN (SELECT job_id FROM turn)"
     "  RETURNING id, job_id, attempt"
     "), claimed AS ("
     "  UPDATE skipq.jobs j"

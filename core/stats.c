@@ -4,8 +4,9 @@
  *
  * Every query here must stay cheap on a table with millions of finished
  * jobs, because operators run it while something is already wrong:
- *  - pending and running jobs are read through their partial indexes
- *    (jobs_ready, jobs_lease), never by a scan of history;
+ *  - pending, blocked and running jobs are read through their partial
+ *    indexes (jobs_ready, jobs_blocked, jobs_lease), never by a scan of
+ *    history;
  *  - finished jobs are read only from the last hour, or from the totals
  *    watermark if that is older, through the BRIN index on finished_at;
  *  - "total" is skipq.job_totals (advanced by the hosts, sql/008_hosts.sql)
@@ -116,14 +117,17 @@ static PGresult *query(PGconn *conn, const char *sql, int n, const char *const *
  * (the earlier of the watermark and an hour ago). */
 static const char STATS_SQL[] =
     "WITH cur AS ("
-    "  SELECT queue, kind, sum(ready) AS ready, sum(scheduled) AS scheduled, sum(running) AS running,"
-    "         sum(expired) AS expired, min(oldest) AS oldest FROM ("
+    "  SELECT queue, kind, sum(ready) AS ready, sum(scheduled) AS scheduled, sum(blocked) AS blocked,"
+    "         sum(running) AS running, sum(expired) AS expired, min(oldest) AS oldest FROM ("
     "    SELECT queue, kind, count(*) FILTER (WHERE run_at <= now()) AS ready,"
-    "           count(*) FILTER (WHERE run_at > now()) AS scheduled, 0 AS running, 0 AS expired,"
+    "           count(*) FILTER (WHERE run_at > now()) AS scheduled, 0 AS blocked, 0 AS running, 0 AS expired,"
     "           min(run_at) FILTER (WHERE run_at <= now()) AS oldest"
     "      FROM skipq.jobs WHERE status = 'pending' GROUP BY queue, kind"
     "    UNION ALL"
-    "    SELECT queue, kind, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now()), NULL"
+    "    SELECT queue, kind, 0, 0, count(*), 0, 0, NULL"
+    "      FROM skipq.jobs WHERE status = 'blocked' GROUP BY queue, kind"
+    "    UNION ALL"
+    "    SELECT queue, kind, 0, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now()), NULL"
     "      FROM skipq.jobs WHERE status = 'running' GROUP BY queue, kind) l"
     "   GROUP BY queue, kind"
     "), fin AS ("
@@ -148,7 +152,7 @@ static const char STATS_SQL[] =
     "  UNION SELECT queue, kind FROM skipq.job_totals UNION SELECT queue, kind FROM pct"
     ")"
     " SELECT k.queue, k.kind, coalesce(c.ready, 0) AS ready, coalesce(c.scheduled, 0) AS scheduled,"
-    "        coalesce(c.running, 0) AS running, coalesce(c.expired, 0) AS expired,"
+    "        coalesce(c.blocked, 0) AS blocked, coalesce(c.running, 0) AS running, coalesce(c.expired, 0) AS expired,"
     "        round(extract(epoch FROM now() - c.oldest))::int8 AS oldest_ready_s,"
     "        coalesce(f.done_1h, 0) AS done_1h, coalesce(f.dead_1h, 0) AS dead_1h,"
     "        coalesce(t.done, 0) + coalesce(f.done, 0) AS done, coalesce(t.dead, 0) + coalesce(f.dead, 0) AS dead,"
@@ -242,7 +246,7 @@ bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen
         else
             table_rows(out, hosts, 0);
         fprintf(out,
-                "\nready: runnable now; oldest_ready_s: the longest a ready job has waited; expired: running past\n"
+                "\nready: runnable now; blocked: waiting for their parents (depends_on); oldest_ready_s: the longest a ready job has waited; expired: running past\n"
                 "its lease. *_1h and p50-p99 (handler milliseconds): the last hour. done, dead, cancelled: since\n"
                 "%s, kept when retention deletes jobs. alive: heartbeat within %d heartbeat intervals.\n",
                 PQgetvalue(mark, 0, 2), SQ_HOST_ALIVE_BEATS);

@@ -1,4 +1,6 @@
--- 030: the bulk path (skipq_copy_* in libskipq) COPYs rows straight into
+-- 030: cheaper checks on skipq.jobs, and an index for blocked jobs.
+--
+-- The bulk path (skipq_copy_* in libskipq) COPYs rows straight into
 -- skipq.jobs, so the table's own checks are on its hot path.
 --
 -- 1. Name checks, same rule, a cheaper test: a bounded repetition such as
@@ -19,3 +21,7 @@ ALTER TABLE skipq.jobs
     ADD CONSTRAINT jobs_queue_name
         CHECK (length(queue) BETWEEN 1 AND 128 AND (queue COLLATE "C") ~ '^[A-Za-z0-9_.:-]+$') NOT VALID,
     ADD CONSTRAINT jobs_max_attempts_range CHECK (max_attempts <= 100000) NOT VALID;
+
+-- 3. Jobs waiting for their parents, counted by `skipq stats` without a scan
+--    of history (the GIN index of 009 serves lookups by parent, not counts).
+CREATE INDEX jobs_blocked ON skipq.jobs (queue, kind) WHERE status = 'blocked';

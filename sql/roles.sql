@@ -6,7 +6,7 @@
 --     CREATE ROLE app_web LOGIN IN ROLE skipq_enqueuer;     -- your app
 --     CREATE ROLE jobs_host LOGIN IN ROLE skipq_worker;     -- skipq run
 --
--- skipq_enqueuer: may call skipq.enqueue() and skipq.enqueue_many(), nothing
+-- skipq_enqueuer: may call skipq.enqueue(), enqueue_ex() and enqueue_many(), nothing
 --                 else in schema skipq.
 -- skipq_bulk:     may COPY jobs straight into skipq.jobs (skipq_copy_begin()
 --                 in libskipq, the fastest way in). For trusted producers:
@@ -36,17 +36,22 @@ $$;
 
 REVOKE ALL ON SCHEMA skipq FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA skipq FROM PUBLIC;
-REVOKE ALL ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int, text, interval, text, bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION skipq.enqueue_ex(text, jsonb, text, int, timestamptz, int, text, interval, text, bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION skipq.enqueue_many(jsonb) FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA skipq TO skipq_enqueuer, skipq_worker, skipq_bulk;
-GRANT EXECUTE ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int), skipq.enqueue_many(jsonb)
+GRANT EXECUTE ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int, text, interval, text, bigint[]),
+                          skipq.enqueue_ex(text, jsonb, text, int, timestamptz, int, text, interval, text, bigint[]),
+                          skipq.enqueue_many(jsonb)
     TO skipq_enqueuer, skipq_worker;
 
 -- The worker's statements: claim (SELECT ... FOR NO KEY UPDATE needs UPDATE),
 -- completions, heartbeat, lease sweep, release; stats and version checks.
 GRANT SELECT ON skipq.jobs, skipq.job_executions, skipq.schema_migrations, skipq.settings
     TO skipq_worker;
+-- The claim takes and keeps the ordering key of the job it claims.
+GRANT SELECT, INSERT, UPDATE ON skipq.ordering_keys TO skipq_worker;
 GRANT UPDATE (status, attempts, run_at, finished_at, lease_expires_at, locked_by,
               current_execution_id, last_error, max_attempts)
     ON skipq.jobs TO skipq_worker;

@@ -108,8 +108,9 @@ char *slurp_log(const struct host *h);
  *  - at most one open ('running') execution per job;
  *  - no job is 'running' with a lease expired more than 5 s ago, and every
  *    running job's current execution is open;
- *  - 'dead' only when attempts ran out or the last execution says dead
- *    (permanent failure);
+ *  - 'dead' only when attempts ran out, the last execution says dead
+ *    (permanent failure), or a parent (depends_on) ended dead or cancelled
+ *    before the job ever ran;
  *  - every 'done' job's current_execution_id is its one 'done' execution.
  * Fails the test with the offending job ids.
  */

@@ -223,6 +223,9 @@ Test(bulk, copy_refuses_bad_jobs_and_names_them, .timeout = 60)
         {"ok", "{\"pad\": \"0123456789012345678901234567890123456789012345678901234567890\"}", NULL, 0, 0, 0,
          "more than the 64-byte limit"},
     };
+    skipq_enqueue_opts keyed = {.ordering_key = "k1"};
+    cr_expect_eq(skipq_copy_add(cp, "ok", NULL, &keyed, err, sizeof err), SKIPQ_EINVAL);
+    cr_expect(strstr(err, "not by COPY") != NULL, "%s", err);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         skipq_enqueue_opts o = {.queue = bad[i].queue, .priority = bad[i].priority,
                                 .max_attempts = bad[i].attempts, .delay_ms = bad[i].delay};

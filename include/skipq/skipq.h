@@ -43,13 +43,25 @@ typedef struct skipq_enqueue_opts {
     int priority;        /* higher runs first; default 0 */
     int64_t delay_ms;    /* run no earlier than now() + delay; default 0 */
     int max_attempts;    /* 0: the schema default (5) */
+    /* Scheduling (NULL / 0: not used). */
+    const char *unique_key;     /* while a job with this key is blocked, pending or running,
+                                   return its id instead of adding a job */
+    int64_t unique_for_ms;      /* with unique_key: the key also holds this long after the
+                                   enqueue, even once the job has finished */
+    const char *ordering_key;   /* jobs with the same key run one at a time, in enqueue order */
+    const int64_t *depends_on;  /* parent job ids: the job runs once every parent is done, */
+    size_t depends_on_count;    /* and is dead if one ends dead or cancelled */
+    int *existing_out;          /* if not NULL: set to 1 when unique_key returned an existing
+                                   job's id, 0 when a job was added */
 } skipq_enqueue_opts;
 
 /*
  * Enqueue one job of `kind` with JSON `payload` (NULL means "{}"). On success
- * stores the new job id in *id_out (if not NULL). Runs inside whatever
- * transaction `conn` has open. Invalid JSON, an empty kind or queue and
- * max_attempts < 1 give SKIPQ_EINVAL and write nothing.
+ * stores the new job id in *id_out (if not NULL): with a unique_key that
+ * another job holds, that job's id (and *opts->existing_out = 1). Runs inside
+ * whatever transaction `conn` has open. Invalid JSON, an empty kind or queue,
+ * max_attempts < 1, a key of more than 256 characters or a parent id that
+ * does not exist give SKIPQ_EINVAL and write nothing.
  */
 skipq_rc skipq_enqueue(struct pg_conn *conn, const char *kind, const char *payload,
                        const skipq_enqueue_opts *opts, int64_t *id_out, char *errbuf, size_t errbuf_len);
@@ -76,7 +88,8 @@ skipq_rc skipq_enqueue_many(struct pg_conn *conn, const char *jobs_json, int64_t
  *
  * skipq_copy_add() checks each job as skipq_enqueue() would (kind and queue
  * names, priority, max_attempts, a delay of at most 10 years, the payload
- * size limit) and refuses a bad one with SKIPQ_EINVAL naming it (0-based);
+ * size limit; unique_key, ordering_key and depends_on need skipq_enqueue())
+ * and refuses a bad one with SKIPQ_EINVAL naming it (0-based);
  * the refused job is not added and the others stay. JSON validity is checked
  * by the server: skipq_copy_end() then fails with SKIPQ_EINVAL naming the
  * job, and writes nothing. All jobs commit together, in the caller's
