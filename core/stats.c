@@ -186,9 +186,9 @@ static bool begin_snapshot(PGconn *conn, char *err, size_t errlen)
 
 static void print_unserved(FILE *out, const PGresult *res, bool json)
 {
-    int n = 0;
+    int n = 0, served = PQfnumber(res, "served");
     for (int r = 0; r < PQntuples(res); r++) {
-        if (*PQgetvalue(res, r, 15) == 't' || strcmp(PQgetvalue(res, r, 2), "0") == 0)
+        if (served < 0 || *PQgetvalue(res, r, served) == 't' || strcmp(PQgetvalue(res, r, 2), "0") == 0)
             continue;
         if (json) {
             fputs(n ? ",{\"queue\":" : "{\"queue\":", out);
