@@ -212,6 +212,7 @@ static bool start_threads(struct sq_host *h)
                 return false;
         }
     }
+    atomic_store(&h->workers_built, true);
     atomic_store(&h->running, total);
     if (pthread_create(&h->heartbeat, NULL, sq_heartbeat_main, h) != 0) {
         atomic_store(&h->running, 0);

@@ -109,6 +109,7 @@ struct sq_host {
     size_t nkinds;
     _Atomic int64_t poll_ms;  /* live copy of [host] poll_interval */
     struct sq_metrics *metrics; /* NULL: [metrics] off */
+    atomic_bool workers_built;  /* workers[] is complete: other threads may read it */
     atomic_bool ready;          /* every thread connected once */
     _Atomic int64_t hb_beat, hb_down_since;
     atomic_bool hb_connected, listener_connected;

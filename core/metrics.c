@@ -155,8 +155,8 @@ static void put_histogram(FILE *f, struct sq_host *h)
 
 static void put_gauges(FILE *f, struct sq_host *h)
 {
-    int busy = 0, up = 0;
-    for (int i = 0; i < h->nworkers; i++) {
+    int busy = 0, up = 0, nworkers = atomic_load(&h->workers_built) ? h->nworkers : 0;
+    for (int i = 0; i < nworkers; i++) {
         busy += atomic_load(&h->workers[i].busy) ? 1 : 0;
         up += atomic_load(&h->workers[i].connected) ? 1 : 0;
     }
@@ -164,7 +164,7 @@ static void put_gauges(FILE *f, struct sq_host *h)
     up += atomic_load(&h->listener_connected) ? 1 : 0;
     put_header(f, "skipq_worker_threads", "gauge", "Worker threads running a handler (busy) or not (idle).");
     fprintf(f, "skipq_worker_threads{state=\"busy\"} %d\nskipq_worker_threads{state=\"idle\"} %d\n", busy,
-            h->nworkers - busy);
+            nworkers - busy);
     put_header(f, "skipq_database_connections", "gauge",
                "Database sessions of this host that are up (workers, heartbeat, listener).");
     fprintf(f, "skipq_database_connections %d\n", up);
