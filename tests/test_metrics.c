@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "harness.h"
+#include "queue.h"
 
 /* A port nobody listens on right now. */
 static int free_port(void)
@@ -88,13 +89,15 @@ static char *scrape_until(int port, const char *series, double want)
     }
 }
 
-static void expect_kind(const char *text, const char *kind, double claimed, double done, double retried,
-                        double dead)
+/* claimed, done, retried, dead as given; with `others`, fenced, lost and
+ * cancelled must be 0. */
+static void expect_counts(const char *text, const char *kind, double claimed, double done, double retried,
+                          double dead, bool others)
 {
     const char *names[] = {"claimed", "done", "retried", "dead", "fenced", "lost", "cancelled"};
     double want[] = {claimed, done, retried, dead, 0, 0, 0};
     char series[200];
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < (others ? 7 : 4); i++) {
         snprintf(series, sizeof series, "skipq_jobs_%s_total{kind=\"%s\"}", names[i], kind);
         cr_expect_eq(sample(text, series), want[i], "%s = %g, expected %g", series, sample(text, series), want[i]);
     }
@@ -114,6 +117,12 @@ static void expect_kind(const char *text, const char *kind, double claimed, doub
             cr_expect_eq(v, claimed, "the +Inf bucket must equal the count");
     }
     cr_expect_eq(buckets, 15, "expected 14 buckets and +Inf for %s", kind);
+}
+
+static void expect_kind(const char *text, const char *kind, double claimed, double done, double retried,
+                        double dead)
+{
+    expect_counts(text, kind, claimed, done, retried, dead, true);
 }
 
 Test(metrics, exact_counters_histogram_and_gauges, .timeout = 120)
@@ -345,4 +354,47 @@ Test(metrics, a_port_in_use_stops_the_host, .timeout = 60)
     /* It stopped before claiming anything. */
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'pending' AND attempts = 0"), 1);
     close(fd);
+}
+
+Test(metrics, cancelled_and_lost_are_counted, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    /* A job another (dead) host claimed and whose lease ran out. */
+    int64_t orphan = th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
+    struct sq_claimed c;
+    char err[512];
+    PGconn *ghost = th_connect(&db);
+    cr_assert(sq_queue_prepare(ghost, err, sizeof err), "%s", err);
+    cr_assert_eq(sq_queue_claim(ghost, "default", "{test}", "{30000}", "ghost:1:w0", 1, &c, err, sizeof err), 1,
+                 "%s", err);
+    sq_claimed_clear(&c);
+    PQfinish(ghost);
+    th_execf(db.conn, "UPDATE skipq.jobs SET lease_expires_at = now() - interval '1 minute' WHERE id = %lld",
+             (long long)orphan);
+    int64_t slow = th_enqueue(db.conn, "test", "{\"sleep_ms\": 60000}", NULL, 0, 0);
+
+    int port = free_port();
+    char *ini = metrics_ini(&db, "cancel", port, "[queue default]\nthreads = 2\n");
+    pid_t pid = th_host_start(ini);
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = 'running'", (long long)slow);
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 30000, sql), 1);
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)slow);
+    cr_assert_eq(th_cli(NULL, NULL, "cancel", id, "--db", db.conninfo, NULL), 0);
+
+    char *text = scrape_until(port, "skipq_jobs_cancelled_total{kind=\"test\"}", 1);
+    cr_expect_eq(sample(text, "skipq_jobs_cancelled_total{kind=\"test\"}"), 1, "%s", text);
+    free(text);
+    text = scrape_until(port, "skipq_jobs_done_total{kind=\"test\"}", 1);
+    /* The orphan: swept (lost), claimed again here and done; the slow job:
+     * claimed, cancelled under its handler -- not fenced, not done. */
+    expect_counts(text, "test", 2, 1, 0, 0, false);
+    cr_expect_eq(sample(text, "skipq_jobs_lost_total{kind=\"test\"}"), 1);
+    cr_expect_eq(sample(text, "skipq_jobs_fenced_total{kind=\"test\"}"), 0);
+    free(text);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
 }
