@@ -12,8 +12,10 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ini.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +156,72 @@ static bool handle_retention(struct parse_ctx *c, const char *key, const char *v
         return true;
     }
     return fail(c, "unknown key \"%s\" in [retention]", key);
+}
+
+bool sq_parse_listen(const char *value, struct sockaddr_storage *addr, socklen_t *len, char *err, size_t errlen)
+{
+    char host[64];
+    const char *colon;
+    memset(addr, 0, sizeof *addr);
+    if (value[0] == '[') {
+        const char *close = strchr(value, ']');
+        if (!close || close[1] != ':' || (size_t)(close - value - 1) >= sizeof host) {
+            snprintf(err, errlen, "\"%s\" is not [IPV6]:PORT", value);
+            return false;
+        }
+        memcpy(host, value + 1, (size_t)(close - value - 1));
+        host[close - value - 1] = '\0';
+        colon = close + 1;
+    } else {
+        colon = strrchr(value, ':');
+        if (!colon || colon == value || (size_t)(colon - value) >= sizeof host || memchr(value, ':', (size_t)(colon - value))) {
+            snprintf(err, errlen, "\"%s\" is not HOST:PORT (a numeric IPv4 address, or [IPv6] in brackets)", value);
+            return false;
+        }
+        memcpy(host, value, (size_t)(colon - value));
+        host[colon - value] = '\0';
+    }
+    int64_t port;
+    if (!sq_parse_int(colon + 1, 1, 65535, &port)) {
+        snprintf(err, errlen, "\"%s\": the port must be a whole number from 1 to 65535", value);
+        return false;
+    }
+    if (value[0] == '[') {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)addr;
+        if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1) {
+            snprintf(err, errlen, "\"%s\" is not an IPv6 address", host);
+            return false;
+        }
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        *len = sizeof *a6;
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)addr;
+        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1) {
+            snprintf(err, errlen, "\"%s\" is not a numeric IPv4 address (write IPv6 as [ADDRESS]:PORT)", host);
+            return false;
+        }
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        *len = sizeof *a4;
+    }
+    return true;
+}
+
+static bool handle_metrics(struct parse_ctx *c, const char *key, const char *value)
+{
+    struct sq_config *cfg = c->cfg;
+    if (strcmp(key, "listen") == 0) {
+        char why[256];
+        if (!sq_parse_listen(value, &cfg->metrics_addr, &cfg->metrics_addrlen, why, sizeof why))
+            return fail(c, "[metrics] listen: %s", why);
+        free(cfg->metrics_listen);
+        cfg->metrics_listen = strdup(value);
+        return cfg->metrics_listen ? true : fail(c, "out of memory");
+    }
+    if (strcmp(key, "unhealthy_after") == 0)
+        return set_duration(c, "metrics", key, value, 1000, &cfg->metrics_unhealthy_ms);
+    return fail(c, "unknown key \"%s\" in [metrics]", key);
 }
 
 static struct sq_plugin_conf *plugin_section(struct parse_ctx *c, const char *name)
@@ -384,6 +452,10 @@ static bool dispatch(struct parse_ctx *c, const char *section, const char *key, 
         ok = !key || handle_host(c, key, value);
     else if (strcmp(section, "retention") == 0)
         ok = !key || handle_retention(c, key, value);
+    else if (strcmp(section, "metrics") == 0) {
+        c->cfg->metrics_line = c->cur_line;
+        ok = !key || handle_metrics(c, key, value);
+    }
     else if (arg && *arg && strcmp(word, "plugin") == 0)
         ok = handle_plugin(c, arg, key, value);
     else if (arg && *arg && strcmp(word, "queue") == 0)
@@ -391,7 +463,7 @@ static bool dispatch(struct parse_ctx *c, const char *section, const char *key, 
     else if (arg && *arg && strcmp(word, "kind") == 0)
         ok = handle_kind(c, arg, key, value);
     else
-        ok = fail(c, "unknown section [%s] (expected [database], [host], [retention], [plugin NAME], [queue NAME] or [kind NAME])",
+        ok = fail(c, "unknown section [%s] (expected [database], [host], [retention], [metrics], [plugin NAME], [queue NAME] or [kind NAME])",
                   section);
     return ok;
 }
@@ -673,6 +745,7 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen)
     cfg->synchronous_commit = true;
     cfg->retention_interval_ms = 60000;
     cfg->retention_batch = 1000;
+    cfg->metrics_unhealthy_ms = 30000;
     c.cfg = cfg;
     c.path = path;
 
@@ -753,6 +826,7 @@ void sq_config_free(struct sq_config *cfg)
     free(cfg->path);
     free_kv(cfg->db, cfg->ndb);
     free(cfg->host_name);
+    free(cfg->metrics_listen);
     for (size_t i = 0; i < cfg->nplugins; i++) {
         free(cfg->plugins[i].name);
         free(cfg->plugins[i].path);

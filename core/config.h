@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #define SQ_CONFIG_MAX_LINE 190 /* longest line we accept; inih cuts at 197 */
 #define SQ_MAX_THREADS 256
@@ -58,6 +59,12 @@ struct sq_config {
     int64_t keep_done_ms, keep_dead_ms, keep_cancelled_ms;
     int64_t retention_interval_ms;
     int retention_batch;
+    /* [metrics]: off unless `listen` is set */
+    char *metrics_listen; /* as written, for logs */
+    struct sockaddr_storage metrics_addr;
+    socklen_t metrics_addrlen;
+    int64_t metrics_unhealthy_ms; /* /healthz turns 503 after this long without progress */
+    int metrics_line;             /* line of the [metrics] header */
     struct sq_plugin_conf *plugins;
     size_t nplugins;
     struct sq_group_conf *groups;
@@ -69,6 +76,9 @@ struct sq_config {
 /* Defaults of the [kind] policy, used for kinds without a section. */
 #define SQ_DEFAULT_BACKOFF_BASE_MS 1000
 #define SQ_DEFAULT_BACKOFF_CAP_MS 3600000
+
+/* Parse "HOST:PORT" (numeric IPv4) or "[IPV6]:PORT"; false with a message. */
+bool sq_parse_listen(const char *value, struct sockaddr_storage *addr, socklen_t *len, char *err, size_t errlen);
 
 /*
  * Load and validate `path`. On failure returns NULL and writes

@@ -1,9 +1,15 @@
 /*
  * host.c -- `skipq run`: the host's lifecycle.
  *
- * Order matters: config → database check → plugins (init registers kinds) →
- * thread groups resolved against the registry → signals blocked → heartbeat
- * and worker threads → signal loop → shutdown.
+ * Order matters: signals blocked → config → plugins (init registers kinds) →
+ * thread groups resolved against the registry → database check → metrics
+ * server → heartbeat and worker threads → signal loop → shutdown.
+ *
+ * Under systemd (Type=notify) the signal loop also sends READY=1 once every
+ * thread has connected, STATUS= lines, STOPPING=1, and WATCHDOG=1 -- the last
+ * only while the worker and heartbeat threads keep going round their loops,
+ * so a thread stuck in a database call stops the feed and systemd restarts
+ * the host. SIGHUP re-reads the INI file (reload.c).
  *
  * Signals are blocked in every thread and taken synchronously here with
  * sigtimedwait, so no code runs in a signal handler. The first SIGTERM or
@@ -24,6 +30,8 @@
 
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
 #include "plugin.h"
 #include "queue.h"
 #include "skipq/skipq.h"
@@ -106,6 +114,71 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
     return true;
 }
 
+void sq_kind_policy_set(struct sq_kind_rt *k, const struct sq_config *cfg)
+{
+    const struct sq_kind_conf *kc = sq_config_kind(cfg, k->name);
+    atomic_store(&k->backoff_base_ms, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS);
+    atomic_store(&k->backoff_cap_ms, kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS);
+    atomic_store(&k->timeout_ms, kc ? kc->timeout_ms : 0);
+    atomic_store(&k->max_attempts, kc ? kc->max_attempts : 0);
+}
+
+/* The per-kind runtime table: live policy and counters. */
+static bool build_kinds(struct sq_host *h)
+{
+    const char *const *all;
+    size_t n = sq_plugins_kinds(h->plugins, &all);
+    h->kinds = calloc(n ? n : 1, sizeof *h->kinds);
+    if (!h->kinds)
+        return false;
+    h->nkinds = n;
+    for (size_t i = 0; i < n; i++) {
+        h->kinds[i].name = all[i];
+        sq_kind_policy_set(&h->kinds[i], h->cfg);
+    }
+    return true;
+}
+
+struct sq_kind_rt *sq_host_kind(struct sq_host *h, const char *kind)
+{
+    for (size_t i = 0; i < h->nkinds; i++)
+        if (strcmp(h->kinds[i].name, kind) == 0)
+            return &h->kinds[i];
+    return NULL;
+}
+
+bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *why, size_t whylen)
+{
+    int64_t now = sq_now_ms(), poll = atomic_load(&h->poll_ms) * 11 / 10;
+    int64_t hb = atomic_load(&h->hb_beat), down = atomic_load(&h->hb_down_since);
+    if (hb && now - hb > stale_ms) {
+        snprintf(why, whylen, "the heartbeat thread has made no progress for %" PRId64 "s (stuck in a database call?)",
+                 (now - hb) / 1000);
+        return false;
+    }
+    if (check_db && down && now - down > stale_ms) {
+        snprintf(why, whylen, "database unreachable for %" PRId64 "s", (now - down) / 1000);
+        return false;
+    }
+    for (int i = 0; i < h->nworkers; i++) {
+        struct sq_worker *w = &h->workers[i];
+        int64_t beat = atomic_load(&w->beat), wdown = atomic_load(&w->down_since);
+        /* A thread running a handler is the handler's business (timeouts
+         * cover it); one between tries to reconnect may wait that long. */
+        int64_t allowance = stale_ms + (wdown ? SQ_RECONNECT_MAX_MS : poll);
+        if (!atomic_load(&w->busy) && beat && now - beat > allowance) {
+            snprintf(why, whylen, "thread %s has made no progress for %" PRId64 "s (stuck in a database call?)",
+                     w->name, (now - beat) / 1000);
+            return false;
+        }
+        if (check_db && wdown && now - wdown > stale_ms) {
+            snprintf(why, whylen, "database unreachable for %" PRId64 "s (thread %s)", (now - wdown) / 1000, w->name);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* A [kind] section for a kind no plugin handles is most likely a typo. */
 static void warn_unhandled_kinds(const struct sq_host *h)
 {
@@ -139,6 +212,7 @@ static bool start_threads(struct sq_host *h)
                 return false;
         }
     }
+    atomic_store(&h->workers_built, true);
     atomic_store(&h->running, total);
     if (pthread_create(&h->heartbeat, NULL, sq_heartbeat_main, h) != 0) {
         atomic_store(&h->running, 0);
@@ -238,16 +312,67 @@ static void release_running(struct sq_host *h)
     free(execs);
 }
 
+/* Every thread has connected once: tell systemd we are up. */
+static void check_ready(struct sq_host *h)
+{
+    if (atomic_load(&h->ready) || !atomic_load(&h->hb_connected))
+        return;
+    for (int i = 0; i < h->nworkers; i++)
+        if (!atomic_load(&h->workers[i].connected))
+            return;
+    atomic_store(&h->ready, true);
+    log_info("ready: every thread is connected");
+    sq_notify("READY=1");
+    sq_notify_status("running: %d worker thread(s)", h->nworkers);
+}
+
+/* Feed systemd's watchdog while the threads make progress. */
+struct watchdog {
+    int64_t interval_ms; /* 0: systemd did not ask for one */
+    int64_t next;
+    bool starving;       /* we stopped feeding it (logged once) */
+};
+
+static void feed_watchdog(struct sq_host *h, struct watchdog *wd)
+{
+    int64_t now = sq_now_ms();
+    if (!wd->interval_ms || now < wd->next)
+        return;
+    char why[256];
+    /* While stopping, the shutdown grace bounds the wait instead. */
+    if (atomic_load(&h->stopping) || sq_host_progress(h, wd->interval_ms, false, why, sizeof why)) {
+        if (wd->starving)
+            log_info("watchdog: the threads make progress again; feeding it again");
+        wd->starving = false;
+        sq_notify("WATCHDOG=1");
+        wd->next = now + wd->interval_ms / 3;
+        return;
+    }
+    if (!wd->starving) {
+        log_error("watchdog: not feeding systemd's watchdog: %s", why);
+        sq_notify_status("stuck: %s", why);
+    }
+    wd->starving = true;
+}
+
 /* The main thread: wait for signals; returns the exit code. */
 static int signal_loop(struct sq_host *h, const sigset_t *set)
 {
     int64_t deadline = 0;
+    struct watchdog wd = {.interval_ms = sq_notify_watchdog_ms()};
+    if (wd.interval_ms)
+        log_info("watchdog: systemd expects a sign of life every %" PRId64 "ms", wd.interval_ms);
     for (;;) {
-        struct timespec tick = {0, atomic_load(&h->stopping) ? 50 * 1000000L : 500 * 1000000L};
+        long tick_ms = atomic_load(&h->stopping) || !atomic_load(&h->ready) ? 50 : 500;
+        if (wd.interval_ms && tick_ms > wd.interval_ms / 6)
+            tick_ms = wd.interval_ms / 6 > 10 ? (long)(wd.interval_ms / 6) : 10;
+        struct timespec tick = {0, tick_ms * 1000000L};
         siginfo_t info;
         int sig = sigtimedwait(set, &info, &tick);
+        check_ready(h);
+        feed_watchdog(h, &wd);
         if (sig == SIGHUP) {
-            log_info("SIGHUP received: configuration reload is not supported yet; restart to apply changes");
+            sq_host_reload(h);
             continue;
         }
         if (sig == SIGTERM || sig == SIGINT) {
@@ -258,6 +383,8 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
             }
             log_info("%s received: no new claims; waiting up to %" PRId64 "ms for %d running handler(s)",
                      sig == SIGTERM ? "SIGTERM" : "SIGINT", h->cfg->grace_ms, atomic_load(&h->running));
+            sq_notify("STOPPING=1");
+            sq_notify_status("stopping: waiting up to %" PRId64 "ms for running handlers", h->cfg->grace_ms);
             sq_host_stop(h);
             deadline = sq_now_ms() + h->cfg->grace_ms;
         }
@@ -286,6 +413,7 @@ static void host_free(struct sq_host *h)
     for (int i = 0; i < h->nworkers; i++)
         free(h->workers[i].slots);
     free(h->workers);
+    free(h->kinds);
     sq_plugins_unload(h->plugins);
     sq_dbparams_free(&h->params);
     pthread_mutex_destroy(&h->lock);
@@ -313,6 +441,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     pthread_mutex_init(&h->slots_lock, NULL);
     pthread_cond_init(&h->wake, NULL);
     sq_log_set_level(cfg->log_level);
+    atomic_store(&h->poll_ms, cfg->poll_ms);
     if (cfg->host_name)
         sq_strlcpy(h->name, cfg->host_name, sizeof h->name);
     else if (gethostname(h->name, sizeof h->name - 1) != 0)
@@ -327,10 +456,15 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         log_error("out of memory");
         goto out;
     }
+    sq_notify_status("loading plugins");
     h->plugins = sq_plugins_load(cfg, err, sizeof err);
     if (!h->plugins) {
         log_error("%s", err);
         rc = 2;
+        goto out;
+    }
+    if (!build_kinds(h)) {
+        log_error("out of memory");
         goto out;
     }
     err[0] = '\0';
@@ -342,7 +476,12 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     warn_unhandled_kinds(h);
     if (!check_schema(h))
         goto out;
-
+    /* Before any thread: a port in use stops the host before it claims. */
+    if (cfg->metrics_listen && !(h->metrics = sq_metrics_start(h, err, sizeof err))) {
+        log_error("%s", err);
+        goto out;
+    }
+    sq_notify_status("starting threads");
 
     if (!start_threads(h)) {
         log_error("cannot start threads");
@@ -365,9 +504,12 @@ join:
         pthread_join(h->heartbeat, NULL);
     if (h->listener_started)
         pthread_join(h->listener, NULL);
+    sq_metrics_stop(h->metrics);
+    h->metrics = NULL;
     if (rc == 0)
         log_info("stopped");
 out:
+    sq_metrics_stop(h->metrics);
     host_free(h);
     return rc;
 }

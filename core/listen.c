@@ -69,6 +69,7 @@ void *sq_listener_main(void *arg)
                 delay = delay * 2 > 10000 ? 10000 : delay * 2;
                 continue;
             }
+            atomic_store(&h->listener_connected, true);
             if (reported)
                 log_info("listener: connected to the database again");
             reported = false;
@@ -90,8 +91,10 @@ void *sq_listener_main(void *arg)
             log_warn("listener: connection lost; reconnecting: %s", PQerrorMessage(conn));
             PQfinish(conn);
             conn = NULL;
+            atomic_store(&h->listener_connected, false);
         }
     }
     PQfinish(conn);
+    atomic_store(&h->listener_connected, false);
     return NULL;
 }

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int sq_log_threshold = SQ_LOG_INFO;
+_Atomic int sq_log_threshold = SQ_LOG_INFO;
 static _Thread_local char thread_name[16] = "main";
 
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};

@@ -7,7 +7,7 @@
 enum sq_log_level { SQ_LOG_ERROR = 0, SQ_LOG_WARN = 1, SQ_LOG_INFO = 2, SQ_LOG_DEBUG = 3 };
 
 /* Current threshold; messages above it are dropped before formatting. */
-extern int sq_log_threshold;
+extern _Atomic int sq_log_threshold; /* SIGHUP may change it */
 
 void sq_log_set_level(int level);
 /* Parse "error|warn|info|debug"; -1 if unknown. */

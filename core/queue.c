@@ -96,7 +96,7 @@ static const char REAP_SQL[] =
     "        last_error = format('lease expired on attempt %s of %s (worker %s)',"
     "                            j.attempts, j.max_attempts, coalesce(j.locked_by, '?'))"
     "   FROM stale WHERE j.id = stale.id"
-    " RETURNING j.id";
+    " RETURNING j.kind";
 
 /* An attempt cut short by a shutdown does not use up the job's budget: the
  * execution row stays (attempts == number of executions) and max_attempts
@@ -548,10 +548,26 @@ static int exec_count(PGconn *conn, const char *stmt, int nparams, const char *c
 
 int sq_queue_reap(PGconn *conn, int limit, char *err, size_t errlen)
 {
+    return sq_queue_reap_kinds(conn, limit, NULL, NULL, err, errlen);
+}
+
+int sq_queue_reap_kinds(PGconn *conn, int limit, void (*each)(void *arg, const char *kind), void *arg, char *err,
+                        size_t errlen)
+{
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
     const char *params[1] = {lim};
-    return exec_count(conn, "sq_reap", 1, params, err, errlen);
+    PGresult *res = PQexecPrepared(conn, "sq_reap", 1, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        return -1;
+    }
+    int n = PQntuples(res);
+    for (int i = 0; each && i < n; i++)
+        each(arg, PQgetvalue(res, i, 0));
+    PQclear(res);
+    return n;
 }
 
 int sq_queue_recover(PGconn *conn, const char *worker, const int64_t *held, size_t n, char *err, size_t errlen)

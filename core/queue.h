@@ -80,6 +80,9 @@ int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, c
 
 /* Expired leases -> pending (or dead when out of attempts); returns count. */
 int sq_queue_reap(PGconn *conn, int limit, char *err, size_t errlen);
+/* The same, calling each (may be NULL) with the kind of every job recovered. */
+int sq_queue_reap_kinds(PGconn *conn, int limit, void (*each)(void *arg, const char *kind), void *arg, char *err,
+                        size_t errlen);
 
 /* After a lost connection: give back jobs claimed under `worker` by a
  * cycle whose reply never arrived (all its running jobs except the n in

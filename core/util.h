@@ -19,6 +19,8 @@ bool sq_valid_name(const char *s);
 size_t sq_strlcpy(char *dst, const char *src, size_t dst_size);
 /* Monotonic clock in milliseconds. */
 int64_t sq_now_ms(void);
+/* The same clock in microseconds. */
+int64_t sq_now_us(void);
 /* Make `s` valid UTF-8 in place: each byte of an invalid or truncated
  * sequence becomes '?'. Handler messages go to the database as text, which
  * refuses invalid UTF-8 -- and a message cut at a buffer's end often is. */

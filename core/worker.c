@@ -36,12 +36,13 @@
 #include "host.h"
 #include "hosts.h"
 #include "log.h"
+#include "metrics.h"
 #include "plugin.h"
 #include "queue.h"
 #include "util.h"
 
 #define RECONNECT_MIN_MS 100
-#define RECONNECT_MAX_MS 10000
+#define RECONNECT_MAX_MS SQ_RECONNECT_MAX_MS
 #define REAP_BATCH 500
 
 /* A job attempt as the host tracks it while the handler runs. */
@@ -193,14 +194,30 @@ static PGconn *open_session(struct sq_host *h, char *err, size_t errlen)
  * host stops (when `until_stop`). The outage is logged once, the recovery
  * once.
  */
-static PGconn *reconnect(struct sq_host *h, const char *who, bool until_stop)
+/* A worker's connection came up or went down (for /healthz and gauges). */
+static void mark_conn(struct sq_worker *w, bool up)
 {
+    int64_t now = sq_now_ms();
+    atomic_store(&w->beat, now);
+    atomic_store(&w->connected, up);
+    if (up)
+        atomic_store(&w->down_since, 0);
+    else if (atomic_load(&w->down_since) == 0)
+        atomic_store(&w->down_since, now);
+}
+
+static PGconn *reconnect(struct sq_worker *w, bool until_stop)
+{
+    struct sq_host *h = w->host;
+    const char *who = w->name;
     int64_t delay = RECONNECT_MIN_MS;
     bool reported = false;
     char err[512];
     for (;;) {
+        mark_conn(w, false);
         PGconn *conn = open_session(h, err, sizeof err);
         if (conn) {
+            mark_conn(w, true);
             if (reported)
                 log_info("%s: connected to the database again", who);
             return conn;
@@ -281,8 +298,40 @@ static int64_t lease_for(const struct sq_host *h, const char *kind)
 
 /* ---- completion ---------------------------------------------------------------------- */
 
-static void log_outcome(const struct sq_claimed *c, enum sq_complete r, const char *error)
+/* A fenced outcome: was the job cancelled under the handler, or taken over?
+ * Asked only on this rare path, to tell the two apart in the counters. */
+static bool was_cancelled(PGconn *conn, int64_t execution_id)
 {
+    if (!conn || PQstatus(conn) != CONNECTION_OK)
+        return false;
+    char b[24];
+    snprintf(b, sizeof b, "%" PRId64, execution_id);
+    const char *params[1] = {b};
+    PGresult *res = PQexecParams(conn, "SELECT status FROM skipq.job_executions WHERE id = $1", 1, NULL, params,
+                                 NULL, NULL, 0);
+    bool cancelled = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+                     strcmp(PQgetvalue(res, 0, 0), "cancelled") == 0;
+    PQclear(res);
+    return cancelled;
+}
+
+static void count_outcome(struct sq_host *h, PGconn *conn, const struct sq_claimed *c, enum sq_complete r)
+{
+    struct sq_kind_rt *k = sq_host_kind(h, c->kind);
+    if (!k || r == SQ_COMPLETE_ERROR)
+        return;
+    atomic_ulong *n = r == SQ_COMPLETE_DONE    ? &k->done
+                      : r == SQ_COMPLETE_RETRY ? &k->retried
+                      : r == SQ_COMPLETE_DEAD  ? &k->dead
+                      : was_cancelled(conn, c->execution_id) ? &k->cancelled
+                                                              : &k->fenced;
+    atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
+}
+
+static void log_outcome(struct sq_host *h, PGconn *conn, const struct sq_claimed *c, enum sq_complete r,
+                        const char *error)
+{
+    count_outcome(h, conn, c, r);
     switch (r) {
     case SQ_COMPLETE_DONE:
         log_debug("job %" PRId64 " (%s) done on attempt %d", c->id, c->kind, c->attempt);
@@ -339,7 +388,7 @@ static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp,
     char err[512];
     for (int tries = 0;; tries++) {
         if (!*connp)
-            *connp = reconnect(w->host, w->name, false); /* retries until it works */
+            *connp = reconnect(w, false); /* retries until it works */
         enum sq_complete r = out == SKIPQ_DONE
                                  ? sq_queue_done(*connp, c->id, c->execution_id, err, sizeof err)
                                  : sq_queue_fail(*connp, c->id, c->execution_id, out == SKIPQ_FAIL, delay_ms,
@@ -405,7 +454,7 @@ static enum sq_complete complete_in_txn(struct sq_worker *w, PGconn **connp, con
              * execution is the job's done one. Never guess. */
             log_warn("job %" PRId64 ": connection lost during COMMIT; checking whether it landed", c->id);
             PQfinish(conn);
-            *connp = conn = reconnect(w->host, w->name, false);
+            *connp = conn = reconnect(w, false);
             if (committed_as_done(conn, c))
                 return SQ_COMPLETE_DONE;
             snprintf(error, errlen, "connection lost while committing the handler's transaction");
@@ -492,13 +541,13 @@ static void pending_add(struct pending *p, struct sq_claimed *c, skipq_outcome o
     memset(c, 0, sizeof *c);
 }
 
-static void pending_report(PGconn *conn, const struct pending *p)
+static void pending_report(struct sq_host *h, PGconn *conn, const struct pending *p)
 {
     for (size_t i = 0; i < p->o.n; i++) {
         enum sq_complete r = (enum sq_complete)p->applied[i];
         if (r == SQ_COMPLETE_FENCED && p->retried)
             r = already_recorded(conn, p->o.execs[i]);
-        log_outcome(&p->jobs[i], r, p->o.errors[i] ? p->o.errors[i] : "");
+        log_outcome(h, conn, &p->jobs[i], r, p->o.errors[i] ? p->o.errors[i] : "");
     }
 }
 
@@ -509,7 +558,7 @@ static void pending_flush_one_by_one(struct sq_worker *w, PGconn **connp, struct
     for (size_t i = 0; i < p->o.n; i++) {
         enum sq_complete r = complete_autocommit(w, connp, &p->jobs[i], (skipq_outcome)p->o.outcomes[i],
                                                  p->o.delays[i], p->o.errors[i]);
-        log_outcome(&p->jobs[i], r, p->o.errors[i]);
+        log_outcome(w->host, *connp, &p->jobs[i], r, p->o.errors[i]);
     }
     free_slots(w); /* before the strings the slots point to */
     pending_clear(p);
@@ -526,7 +575,8 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
     struct sq_host *h = w->host;
     struct sq_slot *slot = &w->slots[k];
     const struct sq_handler *hd = sq_plugins_find(h->plugins, c->kind);
-    const struct sq_kind_conf *kc = sq_config_kind(h->cfg, c->kind);
+    struct sq_kind_rt *kr = sq_host_kind(h, c->kind);
+    int64_t timeout_ms = kr ? atomic_load(&kr->timeout_ms) : 0;
     if (atomic_load(&slot->stop)) {
         log_warn("job %" PRId64 " (%s): lease lost before the handler started; not running it", c->id, c->kind);
         free_slot(w, k);
@@ -548,14 +598,20 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
         .conn = *connp,
         .retry_ms = -1,
     };
-    start_timeout(w, k, kc ? kc->timeout_ms : 0);
+    start_timeout(w, k, timeout_ms);
 
     skipq_outcome out;
     if (!hd) { /* cannot happen: the claim filters on registered kinds */
         snprintf(ctx.error, sizeof ctx.error, "no handler registered for kind \"%s\"", c->kind);
         out = SKIPQ_RETRY;
     } else {
+        atomic_store(&w->busy, true);
+        int64_t t0 = sq_now_us();
         out = hd->fn(&ctx.pub, hd->userdata);
+        if (kr)
+            sq_kind_observe(kr, sq_now_us() - t0);
+        atomic_store(&w->beat, sq_now_ms());
+        atomic_store(&w->busy, false);
         if (out != SKIPQ_DONE && out != SKIPQ_RETRY && out != SKIPQ_FAIL) {
             snprintf(ctx.error, sizeof ctx.error, "handler returned %d, which is not a skipq_outcome", (int)out);
             out = SKIPQ_RETRY;
@@ -565,7 +621,7 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
         /* Past its timeout the attempt has failed, whatever the handler
          * says: its lease was no longer renewed and the job may already run
          * elsewhere. */
-        snprintf(ctx.error, sizeof ctx.error, "timed out after %" PRId64 "ms", kc->timeout_ms);
+        snprintf(ctx.error, sizeof ctx.error, "timed out after %" PRId64 "ms", timeout_ms);
         out = SKIPQ_RETRY;
     }
     if (out != SKIPQ_DONE && !ctx.error[0])
@@ -578,7 +634,7 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
     } else if (ctx.in_txn) {
         enum sq_complete r = complete_in_txn(w, connp, c, &out, ctx.error, sizeof ctx.error);
         if (r != SQ_COMPLETE_ERROR) {
-            log_outcome(c, r, ctx.error);
+            log_outcome(h, *connp, c, r, ctx.error);
             free_slot(w, k);
             sq_claimed_clear(c);
             return;
@@ -586,8 +642,8 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
     }
     int64_t delay = ctx.retry_ms;
     if (delay < 0)
-        delay = sq_backoff_ms(c->attempt, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS,
-                              kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
+        delay = sq_backoff_ms(c->attempt, kr ? atomic_load(&kr->backoff_base_ms) : SQ_DEFAULT_BACKOFF_BASE_MS,
+                              kr ? atomic_load(&kr->backoff_cap_ms) : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
     pending_add(pend, c, out, delay, ctx.error);
     /* Shutdown may need to record this outcome if the thread is still busy
      * with the rest of its batch when the grace period ends. */
@@ -672,12 +728,13 @@ void *sq_worker_main(void *arg)
     int limit = 1;
     bool reply_lost = false; /* a cycle died with its connection: it may have claimed */
     for (;;) {
+        atomic_store(&w->beat, sq_now_ms());
         bool stopping = atomic_load(&h->stopping);
         if (stopping && pend.o.n == 0)
             break;
         /* With outcomes to record, keep trying even while stopping: the
          * main thread ends the process when the grace period is over. */
-        if (!conn && !(conn = reconnect(h, w->name, pend.o.n == 0)))
+        if (!conn && !(conn = reconnect(w, pend.o.n == 0)))
             break;
         if (reply_lost && !recover_lost_claims(w, &conn, &pend))
             continue;
@@ -690,29 +747,35 @@ void *sq_worker_main(void *arg)
                 log_warn("%s: connection lost: %s", w->name, err);
                 PQfinish(conn);
                 conn = NULL;
+                mark_conn(w, false);
                 pend.retried = pend.o.n > 0;
                 reply_lost = true;
                 continue;
             }
             log_error("%s: claim failed: %s", w->name, err);
             pending_flush_one_by_one(w, &conn, &pend);
-            sq_host_wait(h, NULL, 0, h->cfg->poll_ms);
+            sq_host_wait(h, NULL, 0, atomic_load(&h->poll_ms));
             continue;
         }
-        pending_report(conn, &pend);
+        pending_report(h, conn, &pend);
         free_slots(w); /* before the strings the slots point to */
         pending_clear(&pend);
         if (n == 0) {
             limit = 1;
             /* +-10% so a host's idle threads do not poll in lockstep. */
+            int64_t poll = atomic_load(&h->poll_ms);
             if (!stopping)
-                sq_host_wait(h, g, gen, h->cfg->poll_ms * 9 / 10 + rand_r(&seed) % (h->cfg->poll_ms / 5 + 1));
+                sq_host_wait(h, g, gen, poll * 9 / 10 + rand_r(&seed) % (poll / 5 + 1));
             continue;
         }
         /* Deep backlog: claim more next time; shallow: fewer. */
         limit = n == limit ? (limit * 2 < cap ? limit * 2 : cap) : n;
-        for (int k = 0; k < n; k++)
+        for (int k = 0; k < n; k++) {
+            struct sq_kind_rt *kr = sq_host_kind(h, claimed[k].kind);
+            if (kr)
+                atomic_fetch_add_explicit(&kr->claimed, 1, memory_order_relaxed);
             take_slot(w, k, &claimed[k], lease_for(h, claimed[k].kind));
+        }
         int k = 0;
         for (; k < n && !atomic_load(&h->stopping); k++)
             run_job(w, &conn, k, &claimed[k], &pend, &seed);
@@ -723,6 +786,7 @@ void *sq_worker_main(void *arg)
         }
     }
     PQfinish(conn);
+    atomic_store(&w->connected, false);
     free(claimed);
     pending_free(&pend);
     worker_exit(h);
@@ -860,6 +924,22 @@ static void registry_round(struct sq_host *h, PGconn *conn, bool *registered, bo
     *warned = !ok;
 }
 
+static void count_reaped(void *arg, const char *kind)
+{
+    struct sq_kind_rt *k = sq_host_kind(arg, kind);
+    if (k)
+        atomic_fetch_add_explicit(&k->lost, 1, memory_order_relaxed);
+}
+
+static void mark_hb_conn(struct sq_host *h, bool up)
+{
+    atomic_store(&h->hb_connected, up);
+    if (up)
+        atomic_store(&h->hb_down_since, 0);
+    else if (atomic_load(&h->hb_down_since) == 0)
+        atomic_store(&h->hb_down_since, sq_now_ms());
+}
+
 void *sq_heartbeat_main(void *arg)
 {
     struct sq_host *h = arg;
@@ -879,6 +959,7 @@ void *sq_heartbeat_main(void *arg)
     bool retention = h->cfg->keep_done_ms > 0 || h->cfg->keep_dead_ms > 0 || h->cfg->keep_cancelled_ms > 0;
     while (atomic_load(&h->running) > 0) {
         int64_t now = sq_now_ms();
+        atomic_store(&h->hb_beat, now);
         if (atomic_load(&h->stopping) && registered && !gone && conn) {
             /* A stopping host claims nothing: leave the registry now. */
             gone = true;
@@ -895,6 +976,7 @@ void *sq_heartbeat_main(void *arg)
         next = now + h->cfg->heartbeat_ms;
         if (!conn) {
             conn = open_session(h, err, sizeof err);
+            mark_hb_conn(h, conn != NULL);
             if (!conn) {
                 if (!reported)
                     log_warn("heartbeat: cannot reach the database (leases are not being renewed): %s", err);
@@ -916,7 +998,7 @@ void *sq_heartbeat_main(void *arg)
             apply_heartbeat(h, &s, r >= 0, sent);
         }
         if (!atomic_load(&h->stopping)) {
-            int reaped = sq_queue_reap(conn, REAP_BATCH, err, sizeof err);
+            int reaped = sq_queue_reap_kinds(conn, REAP_BATCH, count_reaped, h, err, sizeof err);
             if (reaped > 0) {
                 log_info("recovered %d job(s) whose lease had expired", reaped);
                 sq_host_wake(h, NULL);
@@ -928,15 +1010,18 @@ void *sq_heartbeat_main(void *arg)
                 retention_round(h, conn);
                 next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
             }
+            sq_metrics_sample(h, conn);
         }
         if (PQstatus(conn) != CONNECTION_OK) {
             PQfinish(conn);
             conn = NULL;
+            mark_hb_conn(h, false);
         }
     }
     if (registered && !gone && conn && !sq_hosts_gone(conn, h, err, sizeof err))
         log_warn("host registry: could not remove this host's row (it will age out): %s", err);
     PQfinish(conn);
+    atomic_store(&h->hb_connected, false);
     free(s.ids);
     free(s.execs);
     free(s.leases);
