@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "db.h"
+#include "util.h"
 #include "skipq/skipq.h"
 
 const char *skipq_strerror(skipq_rc rc)
@@ -24,21 +25,6 @@ const char *skipq_strerror(skipq_rc rc)
     case SKIPQ_ENOTFOUND: return "not found";
     }
     return "unknown error";
-}
-
-/* Job ids as a PostgreSQL array literal (malloc'd). */
-static char *id_array(const int64_t *v, size_t n)
-{
-    char *s = malloc(n * 21 + 3);
-    if (!s)
-        return NULL;
-    size_t o = 0;
-    s[o++] = '{';
-    for (size_t i = 0; i < n; i++)
-        o += (size_t)sprintf(s + o, "%s%" PRId64, i ? "," : "", v[i]);
-    s[o++] = '}';
-    s[o] = '\0';
-    return s;
 }
 
 /* Map a failed enqueue statement to a status and a message. */
@@ -122,7 +108,7 @@ skipq_rc skipq_enqueue(PGconn *conn, const char *kind, const char *payload, cons
     snprintf(attempts, sizeof attempts, "%d", opts->max_attempts ? opts->max_attempts : 5);
     snprintf(window, sizeof window, "%" PRId64, opts->unique_for_ms);
     char *parents = NULL;
-    if (opts->depends_on_count && !(parents = id_array(opts->depends_on, opts->depends_on_count))) {
+    if (opts->depends_on_count && !(parents = sq_int8_array(opts->depends_on, opts->depends_on_count))) {
         snprintf(errbuf, errlen, "out of memory");
         return SKIPQ_ENOMEM;
     }

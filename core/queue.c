@@ -451,20 +451,6 @@ int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit,
     return n;
 }
 
-char *sq_int8_array(const int64_t *v, size_t n)
-{
-    char *s = malloc(n * 21 + 3);
-    if (!s)
-        return NULL;
-    size_t o = 0;
-    s[o++] = '{';
-    for (size_t i = 0; i < n; i++)
-        o += (size_t)sprintf(s + o, "%s%" PRId64, i ? "," : "", v[i]);
-    s[o++] = '}';
-    s[o] = '\0';
-    return s;
-}
-
 char *sq_text_array(const char *const *v, size_t n)
 {
     size_t len = 3;

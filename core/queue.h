@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util.h"
+
 struct sq_claimed {
     int64_t id;
     int64_t execution_id;
@@ -97,8 +99,7 @@ int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, siz
  * retention lock, -2 on error. */
 int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit, char *err, size_t errlen);
 
-/* Format an int64 array / text array as a PostgreSQL array literal. */
-char *sq_int8_array(const int64_t *v, size_t n);
+/* Format a text array as a PostgreSQL array literal (sq_int8_array: util.h). */
 char *sq_text_array(const char *const *v, size_t n);
 
 #endif

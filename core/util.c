@@ -3,6 +3,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -168,4 +170,18 @@ void sq_json_string(FILE *out, const char *s)
             fputc(c, out);
     }
     fputc('"', out);
+}
+
+char *sq_int8_array(const int64_t *v, size_t n)
+{
+    char *s = malloc(n * 21 + 3);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    s[o++] = '{';
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)sprintf(s + o, "%s%" PRId64, i ? "," : "", v[i]);
+    s[o++] = '}';
+    s[o] = '\0';
+    return s;
 }

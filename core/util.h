@@ -29,5 +29,7 @@ void sq_utf8_sanitize(char *s);
 void sq_json_string(FILE *out, const char *s);
 /* Trim leading and trailing white space in place; returns s. */
 char *sq_trim(char *s);
+/* An int64 array as a PostgreSQL array literal, "{1,2,3}" (malloc'd). */
+char *sq_int8_array(const int64_t *v, size_t n);
 
 #endif
