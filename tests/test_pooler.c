@@ -286,6 +286,36 @@ Test(pooler, named_statement_on_another_session_fails, .timeout = 60)
     th_pgbouncer_stop(&pgb);
 }
 
+/* skipq cannot set READ COMMITTED on pooled sessions, so a host refuses to
+ * start when the database's default is anything else. */
+Test(pooler, refuses_a_stricter_default_isolation, .timeout = 60)
+{
+    struct th_db db, via;
+    th_db_new(&db);
+    th_execf(db.conn, "ALTER DATABASE %s SET default_transaction_isolation = 'repeatable read'", db.name);
+    struct th_pgbouncer pgb;
+    th_pgbouncer_start(&pgb, 2);
+    th_pgbouncer_db(&pgb, &db, &via);
+    struct host h = {.name = "strict"};
+    h.ini = pooled_ini(&via, h.name, NULL, NULL, NULL, NULL, "[queue default]\n");
+    host_start(&h);
+    cr_assert_eq(host_wait_exit(&h, 30000), 1, "the host should refuse to start");
+    char *log = slurp_log(&h);
+    cr_assert_not_null(strstr(log, "default_transaction_isolation is 'repeatable read'"), "%s", log);
+    cr_assert_not_null(strstr(log, "needs 'read committed'"), "%s", log);
+    free(log);
+
+    /* Without a pooler skipq sets it per session and runs. */
+    struct host d = {.name = "strict-direct"};
+    d.ini = th_host_ini(&db, d.name, NULL, NULL, "[queue default]\n");
+    struct host *hs[] = {&d};
+    host_start(&d);
+    th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
+    cr_assert_eq(wait_for(db.conn, 1, 30000, hs, 1, DONE_SQL), 1);
+    cr_assert_eq(host_stop(&d, 20000), 0);
+    th_pgbouncer_stop(&pgb);
+}
+
 /* ---- LISTEN on a direct connection ---------------------------------------------------- */
 
 static void wait_log(const struct host *h, const char *needle, int timeout_ms)
