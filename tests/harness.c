@@ -644,7 +644,10 @@ void th_pgbouncer_db(const struct th_pgbouncer *b, const struct th_db *db, struc
     snprintf(out->name, sizeof out->name, "%s", db->name);
     snprintf(out->conninfo, sizeof out->conninfo, "host=127.0.0.1 port=%d user=postgres dbname=%s", b->port,
              db->name);
-    out->conn = th_connect(out);
+    /* Not th_connect: its SET would stay on whichever server session the
+     * pooler lent, and some tests look at what sessions hold. */
+    out->conn = PQconnectdb(out->conninfo);
+    cr_assert_eq(PQstatus(out->conn), CONNECTION_OK, "connect %s: %s", out->conninfo, PQerrorMessage(out->conn));
 }
 
 char *th_pgbouncer_log(const struct th_pgbouncer *b)

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -547,18 +548,23 @@ Test(pooler, config_keys)
     cr_assert_eq(cfg->ndb, 1, "pooler and listen_conninfo must not reach libpq as keywords");
     cr_assert(!cfg->db_has_password);
     sq_config_free(cfg);
+    free(path);
 
-    cfg = sq_config_load(th_write_file("default.ini", "[database]\ndbname = app\n"), err, sizeof err);
+    path = th_write_file("default.ini", "[database]\ndbname = app\n");
+    cfg = sq_config_load(path, err, sizeof err);
     cr_assert_not_null(cfg, "%s", err);
     cr_assert(!cfg->pooled);
     cr_assert_null(cfg->listen_conninfo);
     sq_config_free(cfg);
+    free(path);
 
-    cfg = sq_config_load(th_write_file("pw.ini", "[database]\npooler = none\nlisten_conninfo = host=db password=s3\n"),
-                         err, sizeof err);
+    path = th_write_file("pw.ini", "[database]\npooler = none\nlisten_conninfo = host=db password=s3\n");
+    chmod(path, 0600);
+    cfg = sq_config_load(path, err, sizeof err);
     cr_assert_not_null(cfg, "%s", err);
     cr_assert(cfg->db_has_password, "a password in listen_conninfo counts as a password in the file");
     sq_config_free(cfg);
+    free(path);
 
     expect_config_error("bad-pooler.ini", "[database]\ndbname = app\npooler = session\n", 3,
                         "pooler: \"session\" is not none or transaction");
