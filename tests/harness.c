@@ -451,7 +451,9 @@ char *slurp_log(const struct host *h)
 
 #define MAX_POOLERS 8
 static pid_t live_poolers[MAX_POOLERS];
+static char pooler_dirs[MAX_POOLERS][128];
 
+/* At exit: kill what still runs and remove the poolers' directories. */
 static void kill_leftover_poolers(void)
 {
     for (int i = 0; i < MAX_POOLERS; i++) {
@@ -460,6 +462,15 @@ static void kill_leftover_poolers(void)
             waitpid(live_poolers[i], NULL, 0);
             live_poolers[i] = 0;
         }
+    }
+    static const char *const files[] = {"pgbouncer.ini", "userlist.txt", "pgbouncer.log", "pgbouncer.out"};
+    for (int i = 0; i < MAX_POOLERS && pooler_dirs[i][0]; i++) {
+        char path[300];
+        for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+            snprintf(path, sizeof path, "%.127s/%s", pooler_dirs[i], files[f]);
+            unlink(path);
+        }
+        rmdir(pooler_dirs[i]);
     }
 }
 
@@ -592,6 +603,12 @@ void th_pgbouncer_start(struct th_pgbouncer *b, int pool_size)
     b->pool_size = pool_size;
     snprintf(b->dir, sizeof b->dir, "/tmp/skipq-pgb-XXXXXX");
     cr_assert_not_null(mkdtemp(b->dir), "mkdtemp: %s", strerror(errno));
+    for (int i = 0; i < MAX_POOLERS; i++) {
+        if (!pooler_dirs[i][0]) {
+            snprintf(pooler_dirs[i], sizeof pooler_dirs[i], "%s", b->dir);
+            break;
+        }
+    }
     if (getuid() == 0) {
         struct passwd *pw = getpwnam("postgres");
         cr_assert_not_null(pw, "running as root, and there is no user postgres to run pgbouncer as");

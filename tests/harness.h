@@ -89,8 +89,8 @@ int64_t th_now_ms(void);
  * transaction, default_pool_size = pool_size, auth_type = trust, listening
  * on 127.0.0.1 at a free port, every database of the server reachable by its
  * name. It runs as a child of the test (as user postgres when the test runs
- * as root, since pgbouncer refuses root) in a directory of its own, and is
- * killed at exit if still running.
+ * as root, since pgbouncer refuses root) in a directory of its own; at exit
+ * it is killed if still running and its directory removed.
  */
 struct th_pgbouncer {
     char dir[128]; /* pgbouncer.ini, userlist.txt, pgbouncer.log */
