@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ini.h>
+#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,8 +70,42 @@ static const char *const db_keys[] = {
     "target_session_attrs", "options", "service", "keepalives", "keepalives_idle",
     "keepalives_interval", "keepalives_count", "tcp_user_timeout", "gssencmode", NULL};
 
+/* listen_conninfo must parse as libpq would, so a typo stops the host at
+ * start-up instead of leaving it without wake-ups. */
+static bool set_listen_conninfo(struct parse_ctx *c, const char *value)
+{
+    if (!*value)
+        return fail(c, "[database] listen_conninfo must not be empty (leave the key out to poll only)");
+    char *msg = NULL;
+    PQconninfoOption *opts = PQconninfoParse(value, &msg);
+    if (!opts) {
+        char m[256];
+        snprintf(m, sizeof m, "%s", msg ? msg : "out of memory");
+        m[strcspn(m, "\n")] = '\0';
+        PQfreemem(msg);
+        return fail(c, "[database] listen_conninfo: %s", m);
+    }
+    for (PQconninfoOption *o = opts; o->keyword; o++)
+        if (strcmp(o->keyword, "password") == 0 && o->val && *o->val)
+            c->cfg->db_has_password = true;
+    PQconninfoFree(opts);
+    free(c->cfg->listen_conninfo);
+    c->cfg->listen_conninfo = strdup(value);
+    return c->cfg->listen_conninfo ? true : fail(c, "out of memory");
+}
+
 static bool handle_database(struct parse_ctx *c, const char *key, const char *value)
 {
+    if (strcmp(key, "pooler") == 0) {
+        if (strcmp(value, "none") == 0 || strcmp(value, "transaction") == 0) {
+            c->cfg->pooled = strcmp(value, "transaction") == 0;
+            return true;
+        }
+        return fail(c, "[database] pooler: \"%s\" is not none or transaction (a pooler in session mode needs none)",
+                    value);
+    }
+    if (strcmp(key, "listen_conninfo") == 0)
+        return set_listen_conninfo(c, value);
     for (int i = 0; db_keys[i]; i++) {
         if (strcmp(key, db_keys[i]) != 0)
             continue;
@@ -675,6 +710,15 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
 
 static bool validate(struct sq_config *cfg, int host_line, char *err, size_t errlen)
 {
+    /* A session setting would stay on whichever server session the pooler
+     * lent us; a role setting is the pooler-safe way. */
+    if (cfg->pooled && !cfg->synchronous_commit) {
+        snprintf(err, errlen,
+                 "%s:%d: [host] synchronous_commit = off cannot be used with [database] pooler = transaction "
+                 "(set it on the role instead: ALTER ROLE ... SET synchronous_commit = off)",
+                 cfg->path, host_line);
+        return false;
+    }
     if (cfg->heartbeat_ms >= cfg->lease_ms) {
         snprintf(err, errlen, "%s:%d: [host] heartbeat (%lldms) must be shorter than lease (%lldms)", cfg->path,
                  host_line, (long long)cfg->heartbeat_ms, (long long)cfg->lease_ms);
@@ -825,6 +869,7 @@ void sq_config_free(struct sq_config *cfg)
         return;
     free(cfg->path);
     free_kv(cfg->db, cfg->ndb);
+    free(cfg->listen_conninfo);
     free(cfg->host_name);
     free(cfg->metrics_listen);
     for (size_t i = 0; i < cfg->nplugins; i++) {

@@ -50,6 +50,11 @@ struct sq_config {
     struct sq_kv *db; /* [database]: libpq keywords, in file order */
     size_t ndb;
     bool db_has_password;
+    /* [database] pooler = transaction: the sessions go through a pooler in
+     * transaction mode, so skipq keeps no state in them (no named prepared
+     * statements, no session settings, no LISTEN). */
+    bool pooled;
+    char *listen_conninfo; /* [database] listen_conninfo: direct session for LISTEN; NULL: none */
     /* [host] */
     char *host_name;
     int64_t poll_ms, lease_ms, heartbeat_ms, grace_ms;

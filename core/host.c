@@ -37,6 +37,30 @@
 #include "skipq/skipq.h"
 #include "util.h"
 
+/*
+ * Behind a pooler in transaction mode skipq cannot set its sessions to READ
+ * COMMITTED (the setting would stay on a server session others borrow), so
+ * it relies on the database's default and refuses to start without it:
+ * SKIP LOCKED claims fail under REPEATABLE READ and SERIALIZABLE.
+ */
+static bool check_isolation(PGconn *conn, const char *where)
+{
+    PGresult *res = PQexec(conn, "SELECT current_setting('default_transaction_isolation')");
+    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    if (!ok) {
+        char err[512];
+        sq_db_error(conn, res, err, sizeof err);
+        log_error("cannot read default_transaction_isolation (%s): %s", where, err);
+    } else if (strcmp(PQgetvalue(res, 0, 0), "read committed") != 0) {
+        log_error("pooler = transaction: default_transaction_isolation is '%s' in %s; skipq needs 'read committed' "
+                  "(ALTER ROLE ... SET default_transaction_isolation = 'read committed')",
+                  PQgetvalue(res, 0, 0), where);
+        ok = false;
+    }
+    PQclear(res);
+    return ok;
+}
+
 static bool check_schema(struct sq_host *h)
 {
     char err[512];
@@ -58,6 +82,8 @@ static bool check_schema(struct sq_host *h)
     } else {
         log_info("database %s, schema version %d, libpq %d", where, version, PQlibVersion());
     }
+    if (ok && h->cfg->pooled)
+        ok = check_isolation(conn, where);
     PQfinish(conn);
     return ok;
 }
@@ -219,7 +245,11 @@ static bool start_threads(struct sq_host *h)
         return false;
     }
     h->heartbeat_started = true;
-    if (pthread_create(&h->listener, NULL, sq_listener_main, h) == 0)
+    if (h->cfg->pooled && !h->cfg->listen_conninfo)
+        log_info("pooler = transaction without listen_conninfo: no LISTEN (it needs a session of its own); idle "
+                 "threads poll every %" PRId64 "ms",
+                 h->cfg->poll_ms);
+    else if (pthread_create(&h->listener, NULL, sq_listener_main, h) == 0)
         h->listener_started = true;
     else
         log_warn("cannot start the listener thread; idle threads will only poll");
@@ -416,6 +446,7 @@ static void host_free(struct sq_host *h)
     free(h->kinds);
     sq_plugins_unload(h->plugins);
     sq_dbparams_free(&h->params);
+    sq_dbparams_free(&h->listen_params);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->slots_lock);
     pthread_cond_destroy(&h->wake);
@@ -452,11 +483,15 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         rc = 2;
         goto out;
     }
-    if (!sq_dbparams_build(&h->params, cfg, db_flag, "skipq")) {
+    /* The listener connects directly when listen_conninfo says where. */
+    if (!sq_dbparams_build(&h->params, cfg, db_flag, "skipq") ||
+        !sq_dbparams_build(&h->listen_params, cfg->listen_conninfo ? NULL : cfg,
+                           cfg->listen_conninfo ? cfg->listen_conninfo : db_flag, "skipq")) {
         log_error("out of memory");
         goto out;
     }
     sq_notify_status("loading plugins");
+    sq_queue_use_unnamed(cfg->pooled);
     h->plugins = sq_plugins_load(cfg, err, sizeof err);
     if (!h->plugins) {
         log_error("%s", err);

@@ -89,6 +89,7 @@ struct sq_host {
     const struct sq_config *cfg;
     struct sq_plugins *plugins;
     struct sq_dbparams params;
+    struct sq_dbparams listen_params; /* the listener's: listen_conninfo, else params' */
     struct sq_group *groups;
     size_t ngroups;
     struct sq_worker *workers;

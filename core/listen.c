@@ -15,6 +15,9 @@
  * - A half-open connection looks idle forever: when nothing has arrived for
  *   a heartbeat interval the thread runs a trivial query, and reconnects if
  *   it fails. keepalives and tcp_user_timeout (db.c) bound that query.
+ * - LISTEN belongs to a session, which a pooler in transaction mode does
+ *   not give us: [database] listen_conninfo names a direct connection for
+ *   it, and without one host.c does not start this thread at all.
  */
 #include <poll.h>
 #include <stdio.h>
@@ -29,7 +32,7 @@
 
 static PGconn *listen_connect(struct sq_host *h, char *err, size_t errlen)
 {
-    PGconn *conn = sq_db_connect(&h->params, err, errlen);
+    PGconn *conn = sq_db_connect(&h->listen_params, err, errlen);
     if (conn && !sq_db_exec(conn, "LISTEN skipq_jobs", err, errlen)) {
         PQfinish(conn);
         conn = NULL;
@@ -55,7 +58,7 @@ void *sq_listener_main(void *arg)
     struct sq_host *h = arg;
     sq_log_set_thread("listen");
     PGconn *conn = NULL;
-    bool reported = false;
+    bool reported = false, listening_logged = false;
     int64_t delay = 100, last_traffic = 0;
     char err[512];
     while (!atomic_load(&h->stopping)) {
@@ -72,6 +75,12 @@ void *sq_listener_main(void *arg)
             atomic_store(&h->listener_connected, true);
             if (reported)
                 log_info("listener: connected to the database again");
+            else if (!listening_logged) {
+                char where[256];
+                sq_db_describe(conn, where, sizeof where);
+                log_info("listener: listening for new jobs on %s", where);
+            }
+            listening_logged = true;
             reported = false;
             delay = 100;
             last_traffic = sq_now_ms();

@@ -15,7 +15,10 @@
  *   expired and whose job was reclaimed changes nothing: 0 rows.
  * - Time is the database's: now() everywhere, never the host clock.
  * - All statements are prepared once per session (sq_queue_prepare), and
- *   must be prepared again after a reconnect.
+ *   must be prepared again after a reconnect. Behind a pooler in
+ *   transaction mode a session is not ours between statements, so there
+ *   (sq_queue_use_unnamed) every statement goes as an unnamed one with the
+ *   same text instead: run_stmt() is the one place that chooses.
  */
 #include "queue.h"
 
@@ -271,8 +274,30 @@ static const struct {
     {"sq_cycle", CYCLE_SQL},
 };
 
+/* Set once at start-up, before any thread runs a statement. */
+static bool unnamed;
+
+void sq_queue_use_unnamed(bool on)
+{
+    unnamed = on;
+}
+
+/* Run statement `name`: prepared, or with its text as an unnamed statement
+ * (parsed and planned each time, but nothing left in the session). */
+static PGresult *run_stmt(PGconn *conn, const char *name, int nparams, const char *const *params)
+{
+    if (!unnamed)
+        return PQexecPrepared(conn, name, nparams, params, NULL, NULL, 0);
+    for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++)
+        if (strcmp(statements[i].name, name) == 0)
+            return PQexecParams(conn, statements[i].sql, nparams, NULL, params, NULL, NULL, 0);
+    return NULL;
+}
+
 bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen)
 {
+    if (unnamed)
+        return true;
     for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++) {
         PGresult *res = PQprepare(conn, statements[i].name, statements[i].sql, 0, NULL);
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
@@ -338,7 +363,7 @@ int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, con
 static enum sq_complete run_complete(PGconn *conn, const char *stmt, int nparams, const char *const *params,
                                      char *err, size_t errlen)
 {
-    PGresult *res = PQexecPrepared(conn, stmt, nparams, params, NULL, NULL, 0);
+    PGresult *res = run_stmt(conn, stmt, nparams, params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);
@@ -397,7 +422,7 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
         goto out;
     }
     const char *params[10] = {queue, kinds_array, leases_array, worker, lim, ids, execs, outcomes, delays, errors};
-    PGresult *res = PQexecPrepared(conn, "sq_cycle", 10, params, NULL, NULL, 0);
+    PGresult *res = run_stmt(conn, "sq_cycle", 10, params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);
@@ -440,7 +465,7 @@ int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit,
     snprintf(a, sizeof a, "%" PRId64, age_ms);
     snprintf(l, sizeof l, "%d", limit);
     const char *params[3] = {status, a, l};
-    PGresult *res = PQexecPrepared(conn, "sq_retain", 3, params, NULL, NULL, 0);
+    PGresult *res = run_stmt(conn, "sq_retain", 3, params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);
@@ -487,7 +512,7 @@ int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, c
         goto out;
     }
     const char *params[3] = {a, b, c};
-    PGresult *res = PQexecPrepared(conn, "sq_heartbeat", 3, params, NULL, NULL, 0);
+    PGresult *res = run_stmt(conn, "sq_heartbeat", 3, params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);
@@ -521,7 +546,7 @@ out:
 static int exec_count(PGconn *conn, const char *stmt, int nparams, const char *const *params, char *err,
                       size_t errlen)
 {
-    PGresult *res = PQexecPrepared(conn, stmt, nparams, params, NULL, NULL, 0);
+    PGresult *res = run_stmt(conn, stmt, nparams, params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);

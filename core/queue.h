@@ -19,8 +19,12 @@ struct sq_claimed {
     int max_attempts;
 };
 
-/* Prepare every statement on a fresh session. */
+/* Prepare every statement on a fresh session (nothing to do when unnamed). */
 bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen);
+
+/* Send every statement unnamed instead of prepared, for sessions behind a
+ * pooler in transaction mode. Process-wide: call before any thread starts. */
+void sq_queue_use_unnamed(bool on);
 
 /*
  * Claim up to `limit` runnable jobs of `queue` whose kind is in kinds[]

@@ -23,6 +23,9 @@
  * - A connection failure never ends a thread: it reconnects with capped
  *   backoff, logs the outage once and the recovery once, and prepares its
  *   statements again.
+ * - With [database] pooler = transaction a session holds no state between
+ *   statements (no settings, no prepared statements), so any statement may
+ *   run on any server session the pooler lends.
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -180,8 +183,13 @@ static PGconn *open_session(struct sq_host *h, char *err, size_t errlen)
      * SKIP LOCKED claims under REPEATABLE READ fail with 40001. */
     /* synchronous_commit = off (opt-in): a commit lost in a server crash
      * only means a job runs again, which at-least-once allows. */
-    if (!sq_db_exec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED", err, errlen) ||
-        (!h->cfg->synchronous_commit && !sq_db_exec(conn, "SET synchronous_commit = off", err, errlen)) ||
+    /* Behind a pooler in transaction mode neither setting would stay with
+     * us: host.c checks the isolation default at start-up instead, and the
+     * config refuses synchronous_commit = off there. */
+    bool session = !h->cfg->pooled;
+    if ((session && !sq_db_exec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                                err, errlen)) ||
+        (session && !h->cfg->synchronous_commit && !sq_db_exec(conn, "SET synchronous_commit = off", err, errlen)) ||
         !sq_queue_prepare(conn, err, errlen)) {
         PQfinish(conn);
         return NULL;

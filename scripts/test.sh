@@ -4,7 +4,7 @@
 # Criterion suite three times over:
 #   1. the release build (what ships);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer (every suite);
-#   3. ThreadSanitizer (the threaded suites: hosts, hammer, faults).
+#   3. ThreadSanitizer (the threaded suites: hosts, hammer, faults, pooler).
 # Any sanitizer report in a test or in a host's log fails the run.
 #
 #   scripts/test.sh                  everything
@@ -38,7 +38,7 @@ for v in $variants; do
     case $v in
         release) san=""; regex="" ;;
         asan) san="address"; regex="" ;;
-        tsan) san="thread"; regex="smoke|lifecycle|hammer|faults|chaos|metrics|systemd|reload" ;;
+        tsan) san="thread"; regex="smoke|lifecycle|hammer|faults|chaos|metrics|systemd|reload|pooler" ;;
         *) echo "test.sh: unknown variant $v" >&2; exit 2 ;;
     esac
     echo "test.sh: === $v build ==="

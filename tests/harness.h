@@ -84,6 +84,30 @@ size_t th_read_ledger(const char *path, int64_t **job_ids);
 
 int64_t th_now_ms(void);
 
+/*
+ * pgbouncer 1.18 in front of the test server ($SKIPQ_TEST_DB): pool_mode =
+ * transaction, default_pool_size = pool_size, auth_type = trust, listening
+ * on 127.0.0.1 at a free port, every database of the server reachable by its
+ * name. It runs as a child of the test (as user postgres when the test runs
+ * as root, since pgbouncer refuses root) in a directory of its own; at exit
+ * it is killed if still running and its directory removed.
+ */
+struct th_pgbouncer {
+    char dir[128]; /* pgbouncer.ini, userlist.txt, pgbouncer.log */
+    int port;
+    int pool_size;
+    pid_t pid; /* 0: not running */
+};
+void th_pgbouncer_start(struct th_pgbouncer *b, int pool_size);
+/* SIGTERM (immediate shutdown) and wait; the files stay. */
+void th_pgbouncer_stop(struct th_pgbouncer *b);
+/* Start again, on the same port, after th_pgbouncer_stop. */
+void th_pgbouncer_restart(struct th_pgbouncer *b);
+/* A copy of db whose conninfo (and connection) goes through the pooler. */
+void th_pgbouncer_db(const struct th_pgbouncer *b, const struct th_db *db, struct th_db *out);
+/* The pooler's log so far (malloc'd). */
+char *th_pgbouncer_log(const struct th_pgbouncer *b);
+
 /* A named host process and its INI, for suites that juggle several. */
 struct host {
     const char *name;
