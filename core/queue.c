@@ -568,7 +568,7 @@ int sq_queue_reap_kinds(PGconn *conn, int limit, void (*each)(void *arg, const c
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
     const char *params[1] = {lim};
-    PGresult *res = PQexecPrepared(conn, "sq_reap", 1, params, NULL, NULL, 0);
+    PGresult *res = run_stmt(conn, "sq_reap", 1, params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);
