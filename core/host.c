@@ -26,6 +26,7 @@
 #include "log.h"
 #include "plugin.h"
 #include "queue.h"
+#include "scheduler.h"
 #include "skipq/skipq.h"
 #include "util.h"
 
@@ -210,7 +211,7 @@ static void release_running(struct sq_host *h)
         conn = NULL;
     }
     if (conn && done.n) {
-        int r = sq_queue_cycle(conn, "", "{}", "{}", "shutdown", 0, &done, NULL, applied, err, sizeof err);
+        int r = sq_queue_cycle(conn, "", "{}", "{}", "shutdown", 0, false, &done, NULL, applied, err, sizeof err);
         if (r < 0)
             log_error("shutdown grace over: could not record %zu finished job(s); their leases will expire: %s",
                       done.n, err);
@@ -342,7 +343,12 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     warn_unhandled_kinds(h);
     if (!check_schema(h))
         goto out;
-
+    bool bad_config = false;
+    if (!sq_sched_start(h, err, sizeof err, &bad_config)) {
+        log_error("%s", err);
+        rc = bad_config ? 2 : 1;
+        goto out;
+    }
 
     if (!start_threads(h)) {
         log_error("cannot start threads");

@@ -126,59 +126,117 @@ static const char RELEASE_SQL[] =
  * disjoint rows (running vs pending), so one snapshot serves both.
  * Rows tagged 'f' are the outcomes that applied (absent: fenced); rows
  * tagged 'c' are the new claims.
+ *
+ * Two statements share everything but the pick: CYCLE_SQL for groups that
+ * serve no limited kind, CYCLE_LIMITED_SQL (below) for groups that do.
  */
-static const char CYCLE_SQL[] =
-    "WITH fin AS MATERIALIZED ("
-    "  SELECT * FROM unnest($6::int8[], $7::int8[], $8::int2[], $9::int8[], $10::text[])"
-    "         AS f(id, eid, outcome, delay_ms, err)"
-    /* Row locks in id order: every multi-row writer of running jobs takes
-     * them this way (or skips locked rows), so they cannot deadlock. */
-    "), lk AS MATERIALIZED ("
-    "  SELECT j.id FROM skipq.jobs j WHERE j.id IN (SELECT id FROM fin)"
-    "   ORDER BY j.id FOR NO KEY UPDATE OF j"
-    "), upd AS ("
-    "  UPDATE skipq.jobs j SET"
-    "     status = CASE WHEN f.outcome = 0 THEN 'done'"
-    "                   WHEN f.outcome = 2 OR j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,"
-    "     run_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts"
-    "                   THEN now() + f.delay_ms * interval '1 millisecond' ELSE j.run_at END,"
-    "     finished_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts THEN NULL ELSE now() END,"
-    "     lease_expires_at = NULL,"
-    "     last_error = CASE WHEN f.outcome = 0 THEN j.last_error ELSE f.err END"
-    "   FROM fin f JOIN lk ON lk.id = f.id"
-    "   WHERE j.id = f.id AND j.current_execution_id = f.eid AND j.status = 'running'"
-    "  RETURNING j.id, f.eid, j.status, f.err"
-    "), exe AS ("
-    "  UPDATE skipq.job_executions e"
-    "     SET status = CASE u.status WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'retry' END,"
-    "         finished_at = now(), error = CASE WHEN u.status = 'done' THEN NULL ELSE u.err END"
-    "    FROM upd u WHERE e.id = u.eid"
+#define CYCLE_OUTCOMES \
+    "WITH fin AS MATERIALIZED (" \
+    "  SELECT * FROM unnest($6::int8[], $7::int8[], $8::int2[], $9::int8[], $10::text[])" \
+    "         AS f(id, eid, outcome, delay_ms, err)" \
+    /* Row locks in id order: every multi-row writer of running jobs takes \
+     * them this way (or skips locked rows), so they cannot deadlock. */ \
+    "), lk AS MATERIALIZED (" \
+    "  SELECT j.id FROM skipq.jobs j WHERE j.id IN (SELECT id FROM fin)" \
+    "   ORDER BY j.id FOR NO KEY UPDATE OF j" \
+    "), upd AS (" \
+    "  UPDATE skipq.jobs j SET" \
+    "     status = CASE WHEN f.outcome = 0 THEN 'done'" \
+    "                   WHEN f.outcome = 2 OR j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END," \
+    "     run_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts" \
+    "                   THEN now() + f.delay_ms * interval '1 millisecond' ELSE j.run_at END," \
+    "     finished_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts THEN NULL ELSE now() END," \
+    "     lease_expires_at = NULL," \
+    "     last_error = CASE WHEN f.outcome = 0 THEN j.last_error ELSE f.err END" \
+    "   FROM fin f JOIN lk ON lk.id = f.id" \
+    "   WHERE j.id = f.id AND j.current_execution_id = f.eid AND j.status = 'running'" \
+    "  RETURNING j.id, f.eid, j.status, f.err" \
+    "), exe AS (" \
+    "  UPDATE skipq.job_executions e" \
+    "     SET status = CASE u.status WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'retry' END," \
+    "         finished_at = now(), error = CASE WHEN u.status = 'done' THEN NULL ELSE u.err END" \
+    "    FROM upd u WHERE e.id = u.eid" \
     "  RETURNING e.job_id, e.id, e.status"
+
+/* Which pending jobs a claim may take, best first. */
+#define CYCLE_RUNNABLE "status = 'pending' AND queue = $1 AND run_at <= now()"
+#define CYCLE_ORDER " ORDER BY priority DESC, run_at, id"
+
+#define CYCLE_CLAIM \
+    "), ins AS (" \
+    "  INSERT INTO skipq.job_executions (job_id, attempt, worker)" \
+    "  SELECT id, attempts + 1, $4 FROM pick" \
+    "  RETURNING id, job_id, attempt" \
+    "), claimed AS (" \
+    "  UPDATE skipq.jobs j" \
+    "     SET status = 'running', attempts = ins.attempt, locked_by = $4, current_execution_id = ins.id," \
+    "         lease_expires_at = now() + interval '1 millisecond' *" \
+    "           (SELECT l.ms FROM unnest($2::text[], $3::int8[]) AS l(kind, ms) WHERE l.kind = j.kind LIMIT 1)" \
+    "    FROM ins WHERE j.id = ins.job_id" \
+    "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::text AS payload, ins.attempt, j.max_attempts" \
+    ")"
+
+/* Order matters: the outcomes branch runs (and takes its row locks, the
+ * only ones it waits for) before the claim branch, whose SKIP LOCKED pick
+ * never waits but may keep locks on rows it rejected. Claiming first
+ * deadlocked two cycles against each other. */
+#define CYCLE_RESULT \
+    " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe" \
+    " UNION ALL" \
+    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
+
+static const char CYCLE_SQL[] =
+    CYCLE_OUTCOMES
     "), pick AS MATERIALIZED ("
     "  SELECT id, attempts FROM skipq.jobs"
-    "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND kind = ANY($2::text[])"
-    "   ORDER BY priority DESC, run_at, id"
+    "   WHERE " CYCLE_RUNNABLE " AND kind = ANY($2::text[])"
+    CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
-    "), ins AS ("
-    "  INSERT INTO skipq.job_executions (job_id, attempt, worker)"
-    "  SELECT id, attempts + 1, $4 FROM pick"
-    "  RETURNING id, job_id, attempt"
-    "), claimed AS ("
-    "  UPDATE skipq.jobs j"
-    "     SET status = 'running', attempts = ins.attempt, locked_by = $4, current_execution_id = ins.id,"
-    "         lease_expires_at = now() + interval '1 millisecond' *"
-    "           (SELECT l.ms FROM unnest($2::text[], $3::int8[]) AS l(kind, ms) WHERE l.kind = j.kind LIMIT 1)"
-    "    FROM ins WHERE j.id = ins.job_id"
-    "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::text AS payload, ins.attempt, j.max_attempts"
+    CYCLE_CLAIM
+    CYCLE_RESULT;
+
+/*
+ * The claim with per-kind limits. skipq.claim_allowance() takes the
+ * advisory locks of the limited kinds among $2 (serialising their claims
+ * across hosts until this transaction commits) and says how many of each
+ * may start now: max_running minus those running (not counting the ones
+ * this statement finishes), and what is left of the current rate window.
+ * Unlimited kinds are picked as in CYCLE_SQL; each limited kind at most its
+ * allowance; the best $5 of both are claimed. `rt` counts the claims into
+ * the rate windows. The allowance is computed in the claim branch, after
+ * the outcomes branch has taken its row locks: lock order is job rows, then
+ * kind locks, everywhere.
+ */
+static const char CYCLE_LIMITED_SQL[] =
+    CYCLE_OUTCOMES
+    "), lim AS MATERIALIZED ("
+    "  SELECT a.kind, a.allowed FROM skipq.claim_allowance($2::text[], $7::int8[]) AS a"
+    "), free AS MATERIALIZED ("
+    "  SELECT id, attempts, priority, run_at FROM skipq.jobs"
+    "   WHERE " CYCLE_RUNNABLE " AND kind = ANY($2::text[]) AND kind NOT IN (SELECT kind FROM lim)"
+    CYCLE_ORDER
+    "   LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED"
+    "), held AS MATERIALIZED ("
+    "  SELECT p.id, p.attempts, p.priority, p.run_at FROM lim CROSS JOIN LATERAL ("
+    "    SELECT id, attempts, priority, run_at FROM skipq.jobs"
+    "     WHERE " CYCLE_RUNNABLE " AND kind = lim.kind"
+    CYCLE_ORDER
+    "     LIMIT least(lim.allowed, $5) FOR NO KEY UPDATE SKIP LOCKED) p"
+    "), pick AS MATERIALIZED ("
+    "  SELECT id, attempts FROM (SELECT * FROM free UNION ALL SELECT * FROM held) c"
+    CYCLE_ORDER
+    "  LIMIT $5"
+    CYCLE_CLAIM
+    ", rt AS ("
+    "  UPDATE skipq.kind_limits l"
+    "     SET window_count = CASE WHEN l.window_start = date_trunc(l.rate_unit, now())"
+    "                             THEN l.window_count + n.n ELSE n.n END,"
+    "         window_start = date_trunc(l.rate_unit, now())"
+    "    FROM (SELECT kind, count(*)::int AS n FROM claimed GROUP BY kind) n"
+    "   WHERE l.kind = n.kind AND l.rate IS NOT NULL"
     ")"
-    /* Order matters: the outcomes branch runs (and takes its row locks,
-     * the only ones it waits for) before the claim branch, whose SKIP LOCKED
-     * pick never waits but may keep locks on rows it rejected. Claiming
-     * first deadlocked two cycles against each other. */
-    " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe"
-    " UNION ALL"
-    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
+    CYCLE_RESULT;
 
 /*
  * Retention: delete up to $3 jobs in status $1 finished more than $2 ms ago
@@ -203,7 +261,7 @@ static const struct {
     {"sq_retain", RETAIN_SQL},
     {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
     {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
-    {"sq_cycle", CYCLE_SQL},
+    {"sq_cycle", CYCLE_SQL}, {"sq_cycle_limited", CYCLE_LIMITED_SQL},
 };
 
 bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen)
@@ -267,7 +325,8 @@ int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, con
                    const char *worker, int limit, struct sq_claimed *out, char *err, size_t errlen)
 {
     const struct sq_outcomes none = {0};
-    return sq_queue_cycle(conn, queue, kinds_array, leases_array, worker, limit, &none, out, NULL, err, errlen);
+    return sq_queue_cycle(conn, queue, kinds_array, leases_array, worker, limit, false, &none, out, NULL, err,
+                          errlen);
 }
 
 static enum sq_complete run_complete(PGconn *conn, const char *stmt, int nparams, const char *const *params,
@@ -311,8 +370,8 @@ enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, b
 }
 
 int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
-                   const char *worker, int limit, const struct sq_outcomes *done, struct sq_claimed *out,
-                   char *applied, char *err, size_t errlen)
+                   const char *worker, int limit, bool limited, const struct sq_outcomes *done,
+                   struct sq_claimed *out, char *applied, char *err, size_t errlen)
 {
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
@@ -332,7 +391,7 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
         goto out;
     }
     const char *params[10] = {queue, kinds_array, leases_array, worker, lim, ids, execs, outcomes, delays, errors};
-    PGresult *res = PQexecPrepared(conn, "sq_cycle", 10, params, NULL, NULL, 0);
+    PGresult *res = PQexecPrepared(conn, limited ? "sq_cycle_limited" : "sq_cycle", 10, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);

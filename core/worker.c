@@ -37,6 +37,7 @@
 #include "log.h"
 #include "plugin.h"
 #include "queue.h"
+#include "scheduler.h"
 #include "util.h"
 
 #define RECONNECT_MIN_MS 100
@@ -654,7 +655,7 @@ void *sq_worker_main(void *arg)
             break;
         unsigned long gen = atomic_load(&g->wake_gen);
         int n = sq_queue_cycle(conn, g->queue, g->kinds_array, g->leases_array, w->ident, stopping ? 0 : limit,
-                               &pend.o, claimed, pend.applied, err, sizeof err);
+                               atomic_load(&g->limited), &pend.o, claimed, pend.applied, err, sizeof err);
         if (n < 0) {
             if (sq_db_conn_lost(conn, NULL)) {
                 log_warn("%s: connection lost: %s", w->name, err);
@@ -859,6 +860,7 @@ void *sq_heartbeat_main(void *arg)
             }
             else if (reaped < 0)
                 log_warn("lease sweep failed: %s", err);
+            sq_sched_round(h, conn);
             if (retention && sq_now_ms() >= next_retention) {
                 retention_round(h, conn);
                 next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
