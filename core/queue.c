@@ -162,10 +162,11 @@ static const char RELEASE_SQL[] =
 #define CYCLE_RUNNABLE "status = 'pending' AND queue = $1 AND run_at <= now()"
 #define CYCLE_ORDER " ORDER BY priority DESC, run_at, id"
 
-#define CYCLE_CLAIM \
+/* started: when the attempts are recorded as started. */
+#define CYCLE_CLAIM(started) \
     "), ins AS (" \
-    "  INSERT INTO skipq.job_executions (job_id, attempt, worker)" \
-    "  SELECT id, attempts + 1, $4 FROM pick" \
+    "  INSERT INTO skipq.job_executions (job_id, attempt, worker, started_at)" \
+    "  SELECT id, attempts + 1, $4, " started " FROM pick" \
     "  RETURNING id, job_id, attempt" \
     "), claimed AS (" \
     "  UPDATE skipq.jobs j" \
@@ -193,7 +194,7 @@ static const char CYCLE_SQL[] =
     CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_CLAIM
+    CYCLE_CLAIM("now()")
     CYCLE_RESULT;
 
 /*
@@ -203,15 +204,17 @@ static const char CYCLE_SQL[] =
  * may start now: max_running minus those running (not counting the ones
  * this statement finishes), and what is left of the current rate window.
  * Unlimited kinds are picked as in CYCLE_SQL; each limited kind at most its
- * allowance; the best $5 of both are claimed. `rt` counts the claims into
- * the rate windows. The allowance is computed in the claim branch, after
+ * allowance; the best $5 of both are claimed, recorded as started at the
+ * moment the allowance was granted (after the kind locks), and `rt` counts
+ * them into the rate window of that moment -- so concurrency and rate can
+ * be audited exactly from job_executions.started_at. The allowance is computed in the claim branch, after
  * the outcomes branch has taken its row locks: lock order is job rows, then
  * kind locks, everywhere.
  */
 static const char CYCLE_LIMITED_SQL[] =
     CYCLE_OUTCOMES
     "), lim AS MATERIALIZED ("
-    "  SELECT a.kind, a.allowed FROM skipq.claim_allowance($2::text[], $7::int8[]) AS a"
+    "  SELECT a.kind, a.allowed, a.at FROM skipq.claim_allowance($2::text[], $7::int8[]) AS a"
     "), free AS MATERIALIZED ("
     "  SELECT id, attempts, priority, run_at FROM skipq.jobs"
     "   WHERE " CYCLE_RUNNABLE " AND kind = ANY($2::text[]) AND kind NOT IN (SELECT kind FROM lim)"
@@ -227,13 +230,14 @@ static const char CYCLE_LIMITED_SQL[] =
     "  SELECT id, attempts FROM (SELECT * FROM free UNION ALL SELECT * FROM held) c"
     CYCLE_ORDER
     "  LIMIT $5"
-    CYCLE_CLAIM
+    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), now())")
     ", rt AS ("
     "  UPDATE skipq.kind_limits l"
-    "     SET window_count = CASE WHEN l.window_start = date_trunc(l.rate_unit, now())"
+    "     SET window_count = CASE WHEN l.window_start = date_trunc(l.rate_unit, a.at)"
     "                             THEN l.window_count + n.n ELSE n.n END,"
-    "         window_start = date_trunc(l.rate_unit, now())"
+    "         window_start = date_trunc(l.rate_unit, a.at)"
     "    FROM (SELECT kind, count(*)::int AS n FROM claimed GROUP BY kind) n"
+    "    JOIN lim a ON a.kind = n.kind"
     "   WHERE l.kind = n.kind AND l.rate IS NOT NULL"
     ")"
     CYCLE_RESULT;

@@ -33,7 +33,7 @@
 #define CRON_MAX_TICKS 1000   /* most ticks one round enqueues for a schedule (catch_up = all) */
 #define CRON_SCAN_DAYS 400    /* latest/none look back at most this far for the last tick */
 #define CRON_NONE_WINDOW_MS 60000
-#define AGING_BATCH 1000
+#define AGING_BATCH 50       /* rows per aging statement: claims skip the rows it locks */
 
 static const char CRON_REGISTER_SQL[] =
     "INSERT INTO skipq.cron_state (name, schedule, timezone, last_tick) VALUES ($1, $2, $3, now())"
@@ -86,7 +86,9 @@ static const char LIMIT_REGISTER_SQL[] =
  * Aging: priority = least(cap $3, base + floor(waited / step $2)), where
  * waited = now() - run_at and base the priority the job was enqueued with.
  * Never lowers a priority. One host per queue at a time; -1 if another
- * holds the queue's lock.
+ * holds the queue's lock. Claims skip the rows this locks, so it works in
+ * small batches, best first: a claim meanwhile takes the next-best jobs,
+ * not the newest.
  */
 static const char AGING_SQL[] =
     "WITH l AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(495947, hashtext($1)) AS got),"
@@ -98,6 +100,7 @@ static const char AGING_SQL[] =
     "     AND (SELECT got FROM l)"
     "     AND priority < least($3::int8, coalesce(base_priority, priority)"
     "             + floor(extract(epoch FROM now() - run_at) * 1000 / $2::int8)::int8)"
+    "   ORDER BY priority DESC, run_at, id"
     "   LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED"
     "), u AS ("
     "  UPDATE skipq.jobs j SET base_priority = coalesce(j.base_priority, j.priority), priority = c.p"
@@ -298,6 +301,8 @@ static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_con
     free(buf);
 }
 
+/* Batches until one comes back short, another host has the queue, or a
+ * second has passed. */
 static void aging_round(struct sq_host *h, PGconn *conn)
 {
     for (size_t i = 0; i < h->cfg->ngroups; i++) {
@@ -309,15 +314,20 @@ static void aging_round(struct sq_host *h, PGconn *conn)
         snprintf(cap, sizeof cap, "%d", g->aging_cap);
         snprintf(batch, sizeof batch, "%d", AGING_BATCH);
         const char *params[4] = {g->queue, step, cap, batch};
-        PGresult *res = exec(conn, AGING_SQL, 4, params, err, sizeof err);
-        if (!res) {
-            log_warn("queue \"%s\": priority aging failed: %s", g->queue, err);
-            continue;
-        }
-        long n = atol(PQgetvalue(res, 0, 0));
-        if (n > 0)
-            log_debug("queue \"%s\": raised the priority of %ld waiting job(s)", g->queue, n);
-        PQclear(res);
+        int64_t end = sq_now_ms() + 1000;
+        long n, total = 0;
+        do {
+            PGresult *res = exec(conn, AGING_SQL, 4, params, err, sizeof err);
+            if (!res) {
+                log_warn("queue \"%s\": priority aging failed: %s", g->queue, err);
+                break;
+            }
+            n = atol(PQgetvalue(res, 0, 0));
+            PQclear(res);
+            total += n > 0 ? n : 0;
+        } while (n == AGING_BATCH && sq_now_ms() < end);
+        if (total > 0)
+            log_debug("queue \"%s\": raised the priority of %ld waiting job(s)", g->queue, total);
     }
 }
 

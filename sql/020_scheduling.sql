@@ -35,9 +35,12 @@ CREATE TABLE skipq.kind_limits (
 ALTER TABLE skipq.jobs ADD COLUMN base_priority int;
 
 -- How many jobs of each limited kind in `kinds` the caller may claim now
--- (kinds without a row are not returned: unlimited). `finishing` are the
--- executions whose outcomes the calling statement records: they are leaving
--- running, so they do not count.
+-- (kinds without a row are not returned: unlimited), and `at`, the moment
+-- the caller was admitted: claims through this function record it as their
+-- started_at and count it into the rate window, so both can be audited
+-- exactly from job_executions. `finishing` are the executions whose
+-- outcomes the calling statement records: they are leaving running, so they
+-- do not count.
 --
 -- Lock first, count after: the advisory locks (one per limited kind, in a
 -- fixed order, held to the end of the caller's transaction) serialise the
@@ -46,14 +49,17 @@ ALTER TABLE skipq.jobs ADD COLUMN base_priority int;
 -- the previous holder. (A count in the claim statement itself would use a
 -- snapshot from before the lock wait and could admit too many.)
 CREATE FUNCTION skipq.claim_allowance(kinds text[], finishing bigint[])
-RETURNS TABLE (kind text, allowed int)
+RETURNS TABLE (kind text, allowed int, at timestamptz)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    t timestamptz;
 BEGIN
     PERFORM pg_advisory_xact_lock(495946, s.h)
        FROM (SELECT DISTINCT hashtext(l.kind) AS h FROM skipq.kind_limits l
               WHERE l.kind = ANY(kinds) ORDER BY 1) s;
+    t := clock_timestamp();
     RETURN QUERY
     SELECT l.kind,
            greatest(0, least(
@@ -62,8 +68,9 @@ BEGIN
                                             AND NOT (j.current_execution_id = ANY(coalesce(finishing, '{}')))),
                         2147483647),
                CASE WHEN l.rate IS NULL THEN 2147483647
-                    WHEN l.window_start = date_trunc(l.rate_unit, now()) THEN l.rate - l.window_count
-                    ELSE l.rate END))::int
+                    WHEN l.window_start = date_trunc(l.rate_unit, t) THEN l.rate - l.window_count
+                    ELSE l.rate END))::int,
+           t
       FROM skipq.kind_limits l
      WHERE l.kind = ANY(kinds);
 END
