@@ -90,6 +90,8 @@ Test(limits, rate_per_second_across_hosts, .timeout = 180)
                                      " FROM skipq.job_executions"),
                   6);
     th_check_invariants(db.conn);
+    for (int i = 0; i < 2; i++)
+        th_assert_clean_log(hosts[i].ini);
 }
 
 /* Every way out of running frees the slot: failures, lease expiry. */
@@ -124,6 +126,7 @@ Test(limits, failed_and_reaped_jobs_free_their_slot, .timeout = 180)
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE status = 'retry'"), 6);
     cr_expect_leq(max_overlap(db.conn, "test"), 1);
     th_check_invariants(db.conn);
+    th_assert_clean_log(b.ini);
 }
 
 Test(limits, bad_limits_refused)
