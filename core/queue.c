@@ -207,17 +207,23 @@ static const char CYCLE_SQL[] =
  * allowance; the best $5 of both are claimed, recorded as started at the
  * moment the allowance was granted (after the kind locks), and `rt` counts
  * them into the rate window of that moment -- so concurrency and rate can
- * be audited exactly from job_executions.started_at. The allowance is computed in the claim branch, after
- * the outcomes branch has taken its row locks: lock order is job rows, then
- * kind locks, everywhere.
+ * be audited exactly from job_executions.started_at. The allowance is
+ * computed after the outcomes branch has taken its row locks (lim reads
+ * exe): lock order is job rows, then kind locks, everywhere.
  */
 static const char CYCLE_LIMITED_SQL[] =
     CYCLE_OUTCOMES
     "), lim AS MATERIALIZED ("
+    /* Reading exe first makes the outcomes (and their row locks) come
+     * before the kind locks, whatever order the executor would choose. */
     "  SELECT a.kind, a.allowed, a.at FROM skipq.claim_allowance($2::text[], $7::int8[]) AS a"
+    "   WHERE (SELECT count(*) FROM exe) >= 0"
     "), free AS MATERIALIZED ("
     "  SELECT id, attempts, priority, run_at FROM skipq.jobs"
     "   WHERE " CYCLE_RUNNABLE " AND kind = ANY($2::text[]) AND kind NOT IN (SELECT kind FROM lim)"
+    /* A one-time filter: with every kind limited, no scan at all (it
+     * would read every pending job of the queue to find none). */
+    "     AND EXISTS (SELECT 1 FROM unnest($2::text[]) AS k(kind) WHERE k.kind NOT IN (SELECT kind FROM lim))"
     CYCLE_ORDER
     "   LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED"
     "), held AS MATERIALIZED ("
