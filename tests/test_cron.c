@@ -268,6 +268,51 @@ Test(cron, time_zone, .timeout = 120)
 
 /* `skipq run` must exit 2 with "INI:LINE: ...needle", LINE being that of
  * the first line starting with `at`. */
+/*
+ * DST, caught up from March 2026 (fake clock: last_tick seeded in the past).
+ * New York, 01:30 and 02:30 daily. 2026-03-08: 02:30 does not exist (clocks
+ * jump 02:00 -> 03:00 EDT), so it runs at 03:30 EDT (07:30 UTC).
+ * 2026-11-01: 01:30 happens twice; it runs once, at the second (EST, 06:30
+ * UTC).
+ */
+Test(cron, daylight_saving_time, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    th_execf(db.conn, "INSERT INTO skipq.cron_state (name, schedule, timezone, last_tick)"
+                      " VALUES ('ny', 'x', 'x', '2026-03-07 00:00:00+00')");
+    char *ini = th_host_ini(&db, "dst", NULL, NULL,
+                            "[cron ny]\nschedule = 30 1,2 * * *\ntimezone = America/New_York\nkind = ny\n"
+                            "queue = cron\ncatch_up = all\n[queue default]\n");
+    pid_t pid = th_host_start(ini);
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 30000,
+                                "SELECT count(*) FROM skipq.cron_state WHERE name = 'ny'"
+                                " AND last_tick > now() - interval '1 day'"),
+                 1);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) - count(DISTINCT run_at) FROM skipq.jobs"), 0);
+    /* Spring forward: 01:30 EST and the shifted 02:30. */
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE run_at IN"
+                                    " ('2026-03-08 06:30:00+00', '2026-03-08 07:30:00+00')"),
+                 2);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"
+                                    " WHERE run_at >= '2026-03-08 05:00+00' AND run_at < '2026-03-09 05:00+00'"),
+                 2);
+    /* Fall back: 01:30 once (the later one), 02:30 EST. */
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE run_at IN"
+                                    " ('2026-11-01 06:30:00+00', '2026-11-01 07:30:00+00')"),
+                 2);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"
+                                    " WHERE run_at >= '2026-11-01 04:00+00' AND run_at < '2026-11-02 05:00+00'"),
+                 2);
+    /* Every day in between (today may be partly done): two ticks. */
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM (SELECT (run_at AT TIME ZONE 'America/New_York')::date AS d"
+                                    " FROM skipq.jobs GROUP BY 1 HAVING count(*) <> 2) d"
+                                    " WHERE d.d < (now() AT TIME ZONE 'America/New_York')::date"),
+                 0);
+    cr_expect_geq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 2 * 250);
+}
+
 static void run_refused(const struct th_db *db, const char *name, const char *section, const char *at_line,
                         const char *needle)
 {
