@@ -2,8 +2,9 @@
  * host.c -- `skipq run`: the host's lifecycle.
  *
  * Order matters: config → database check → plugins (init registers kinds) →
- * thread groups resolved against the registry → signals blocked → heartbeat
- * and worker threads → signal loop → shutdown.
+ * thread groups resolved against the registry → cron schedules and kind
+ * limits registered (scheduler.c) → signals blocked → heartbeat and worker
+ * threads → signal loop → shutdown.
  *
  * Signals are blocked in every thread and taken synchronously here with
  * sigtimedwait, so no code runs in a signal handler. The first SIGTERM or

@@ -20,6 +20,9 @@
  * - One heartbeat thread per host, with its own connection, extends the
  *   leases of every running job in one statement, raises should-stop for jobs
  *   whose lease it could not extend, and sweeps expired leases of dead hosts.
+ *   Its rounds also carry the scheduler (scheduler.c: cron ticks, the
+ *   limited-kinds refresh, priority aging) and retention, each bounded so
+ *   the next lease renewal is not held up for long.
  * - A connection failure never ends a thread: it reconnects with capped
  *   backoff, logs the outage once and the recovery once, and prepares its
  *   statements again.
