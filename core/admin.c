@@ -212,3 +212,49 @@ long sq_admin_cancel(PGconn *conn, const int64_t *ids, size_t n, char *err, size
     PQclear(res);
     return count;
 }
+
+/* ---- schedules and limits ------------------------------------------------------------ */
+
+bool sq_admin_cron(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
+{
+    PGresult *res = run(conn,
+                        "SELECT name, schedule, timezone, last_tick, updated_at FROM skipq.cron_state ORDER BY name",
+                        0, NULL, err, errlen);
+    if (!res)
+        return false;
+    print_rows(out, res, json, "");
+    PQclear(res);
+    return true;
+}
+
+bool sq_admin_limits(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
+{
+    PGresult *res = run(conn,
+                        "SELECT l.kind, l.max_running,"
+                        "       (SELECT count(*) FROM skipq.jobs j WHERE j.status = 'running' AND j.kind = l.kind)"
+                        "         AS running,"
+                        "       l.rate, l.rate_unit,"
+                        "       CASE WHEN l.window_start = date_trunc(l.rate_unit, now()) THEN l.window_count ELSE 0 END"
+                        "         AS claimed_this_window,"
+                        "       l.updated_at"
+                        "  FROM skipq.kind_limits l ORDER BY l.kind",
+                        0, NULL, err, errlen);
+    if (!res)
+        return false;
+    print_rows(out, res, json, "max_running running rate claimed_this_window");
+    PQclear(res);
+    return true;
+}
+
+long sq_admin_limits_clear(PGconn *conn, const char *kind, char *err, size_t errlen)
+{
+    const char *params[1] = {kind};
+    PGresult *res = run(conn, "WITH d AS (DELETE FROM skipq.kind_limits WHERE kind = $1 RETURNING 1)"
+                              " SELECT count(*) FROM d",
+                        1, params, err, errlen);
+    if (!res)
+        return -1;
+    long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return n;
+}

@@ -1,4 +1,4 @@
-/* admin.h -- operator commands on jobs: list, show, retry, cancel. */
+/* admin.h -- operator commands: jobs (list, show, retry, cancel), cron schedules, kind limits. */
 #ifndef SQ_ADMIN_H
 #define SQ_ADMIN_H
 
@@ -26,5 +26,12 @@ long sq_admin_retry(PGconn *conn, const int64_t *ids, size_t n, const struct sq_
                     char *err, size_t errlen);
 /* Pending or running jobs -> cancelled. Returns the count, -1 on error. */
 long sq_admin_cancel(PGconn *conn, const int64_t *ids, size_t n, char *err, size_t errlen);
+
+/* skipq cron: the schedules hosts registered, with their last ticks. */
+bool sq_admin_cron(PGconn *conn, FILE *out, bool json, char *err, size_t errlen);
+/* skipq limits: the per-kind limits in force, with what is running now. */
+bool sq_admin_limits(PGconn *conn, FILE *out, bool json, char *err, size_t errlen);
+/* skipq limits clear KIND: 1 removed, 0 there was none, -1 error. */
+long sq_admin_limits_clear(PGconn *conn, const char *kind, char *err, size_t errlen);
 
 #endif

@@ -357,6 +357,7 @@ static struct sq_group_conf *group_section(struct parse_ctx *c, const char *name
     g->queue = strdup(name);
     g->threads = 1;
     g->batch = 1;
+    g->aging_cap = 1000000;
     g->line = c->cur_line;
     return g;
 }
@@ -407,7 +408,47 @@ static bool handle_queue(struct parse_ctx *c, const char *name, const char *key,
     }
     if (strcmp(key, "kinds") == 0)
         return parse_kind_list(c, sect, value, &g->kinds, &g->nkinds);
+    if (strcmp(key, "priority_aging") == 0)
+        return set_duration(c, sect, key, value, 100, &g->aging_ms);
+    if (strcmp(key, "priority_aging_cap") == 0) {
+        int64_t v;
+        if (!sq_parse_int(value, -1000000, 1000000, &v))
+            return fail(c, "[%s] priority_aging_cap: \"%s\" must be a whole number from -1000000 to 1000000", sect,
+                        value);
+        g->aging_cap = (int)v;
+        return true;
+    }
     return fail(c, "unknown key \"%s\" in [%s]", key, sect);
+}
+
+/* rate = N/s (N/second) or N/min (N/minute). */
+static bool set_rate(struct parse_ctx *c, const char *sect, const char *value, struct sq_kind_conf *k)
+{
+    char num[32];
+    const char *slash = strchr(value, '/');
+    size_t n = slash ? (size_t)(slash - value) : 0;
+    int64_t v;
+    if (slash && n < sizeof num) {
+        memcpy(num, value, n);
+        num[n] = '\0';
+        const char *unit = slash + 1;
+        while (*unit == ' ')
+            unit++;
+        if (sq_parse_int(sq_trim(num), 1, 1000000, &v)) {
+            if (strcmp(unit, "s") == 0 || strcmp(unit, "second") == 0 || strcmp(unit, "sec") == 0) {
+                k->rate = (int)v;
+                k->rate_unit = "second";
+                return true;
+            }
+            if (strcmp(unit, "min") == 0 || strcmp(unit, "minute") == 0) {
+                k->rate = (int)v;
+                k->rate_unit = "minute";
+                return true;
+            }
+        }
+    }
+    return fail(c, "[%s] rate: \"%s\" is not N/s or N/min with N from 1 to 1000000 (e.g. 10/s, 100/min)", sect,
+                value);
 }
 
 static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, const char *value)
@@ -436,6 +477,104 @@ static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, 
         return set_duration(c, sect, key, value, 1000, &k->lease_ms);
     if (strcmp(key, "timeout") == 0)
         return set_duration(c, sect, key, value, 1, &k->timeout_ms);
+    if (strcmp(key, "max_running") == 0) {
+        int64_t v;
+        if (!sq_parse_int(value, 1, 1000000, &v))
+            return fail(c, "[%s] max_running: \"%s\" must be a whole number from 1 to 1000000", sect, value);
+        k->max_running = (int)v;
+        return true;
+    }
+    if (strcmp(key, "rate") == 0)
+        return set_rate(c, sect, value, k);
+    return fail(c, "unknown key \"%s\" in [%s]", key, sect);
+}
+
+static struct sq_cron_conf *cron_section(struct parse_ctx *c, const char *name)
+{
+    struct sq_config *cfg = c->cfg;
+    for (size_t i = 0; i < cfg->ncrons; i++)
+        if (strcmp(cfg->crons[i].name, name) == 0)
+            return &cfg->crons[i];
+    struct sq_cron_conf *k = xrealloc_array(cfg->crons, cfg->ncrons + 1, sizeof *k);
+    if (!k)
+        return NULL;
+    cfg->crons = k;
+    k = &cfg->crons[cfg->ncrons++];
+    memset(k, 0, sizeof *k);
+    k->name = strdup(name);
+    k->line = c->cur_line;
+    return k;
+}
+
+static bool set_string(struct parse_ctx *c, char **field, const char *value)
+{
+    free(*field);
+    *field = strdup(value);
+    return *field ? true : fail(c, "out of memory");
+}
+
+static bool handle_cron(struct parse_ctx *c, const char *name, const char *key, const char *value)
+{
+    char sect[160];
+    snprintf(sect, sizeof sect, "cron %s", name);
+    if (!sq_valid_name(name))
+        return fail(c, "[%s]: cron names are 1-128 characters of letters, digits and _.:-", sect);
+    struct sq_cron_conf *k = cron_section(c, name);
+    if (!k)
+        return fail(c, "out of memory");
+    if (!key)
+        return true;
+    int64_t v;
+    if (strcmp(key, "schedule") == 0) {
+        char why[256];
+        if (!sq_cron_parse(value, &k->cron, why, sizeof why))
+            return fail(c, "[%s] schedule: %s", sect, why);
+        return set_string(c, &k->schedule, value);
+    }
+    if (strcmp(key, "timezone") == 0) {
+        if (!*value || strlen(value) > 64 || strspn(value, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                           "0123456789/_+-") != strlen(value))
+            return fail(c, "[%s] timezone: \"%s\" is not a time zone name (e.g. UTC, Europe/Paris)", sect, value);
+        return set_string(c, &k->timezone, value);
+    }
+    if (strcmp(key, "kind") == 0) {
+        if (!sq_valid_name(value))
+            return fail(c, "[%s] kind: \"%s\" is not a valid kind name", sect, value);
+        return set_string(c, &k->kind, value);
+    }
+    if (strcmp(key, "queue") == 0) {
+        if (!sq_valid_name(value))
+            return fail(c, "[%s] queue: \"%s\" is not a valid queue name", sect, value);
+        return set_string(c, &k->queue, value);
+    }
+    if (strcmp(key, "payload") == 0) {
+        if (value[0] != '{')
+            return fail(c, "[%s] payload: must be a JSON object ({...})", sect);
+        return set_string(c, &k->payload, value);
+    }
+    if (strcmp(key, "priority") == 0) {
+        if (!sq_parse_int(value, -1000000, 1000000, &v))
+            return fail(c, "[%s] priority: \"%s\" must be a whole number from -1000000 to 1000000", sect, value);
+        k->priority = (int)v;
+        return true;
+    }
+    if (strcmp(key, "max_attempts") == 0) {
+        if (!sq_parse_int(value, 1, 100000, &v))
+            return fail(c, "[%s] max_attempts: \"%s\" must be a whole number from 1 to 100000", sect, value);
+        k->max_attempts = (int)v;
+        return true;
+    }
+    if (strcmp(key, "catch_up") == 0) {
+        if (strcmp(value, "latest") == 0)
+            k->catch_up = SQ_CATCH_UP_LATEST;
+        else if (strcmp(value, "all") == 0)
+            k->catch_up = SQ_CATCH_UP_ALL;
+        else if (strcmp(value, "none") == 0)
+            k->catch_up = SQ_CATCH_UP_NONE;
+        else
+            return fail(c, "[%s] catch_up: \"%s\" is not latest, all or none", sect, value);
+        return true;
+    }
     return fail(c, "unknown key \"%s\" in [%s]", key, sect);
 }
 
@@ -497,8 +636,11 @@ static bool dispatch(struct parse_ctx *c, const char *section, const char *key, 
         ok = handle_queue(c, arg, key, value);
     else if (arg && *arg && strcmp(word, "kind") == 0)
         ok = handle_kind(c, arg, key, value);
+    else if (arg && *arg && strcmp(word, "cron") == 0)
+        ok = handle_cron(c, arg, key, value);
     else
-        ok = fail(c, "unknown section [%s] (expected [database], [host], [retention], [metrics], [plugin NAME], [queue NAME] or [kind NAME])",
+        ok = fail(c, "unknown section [%s] (expected [database], [host], [retention], [metrics], [plugin NAME], "
+                     "[queue NAME], [kind NAME] or [cron NAME])",
                   section);
     return ok;
 }
@@ -744,6 +886,23 @@ static bool validate(struct sq_config *cfg, int host_line, char *err, size_t err
             return false;
         }
     }
+    for (size_t i = 0; i < cfg->ncrons; i++) {
+        struct sq_cron_conf *k = &cfg->crons[i];
+        const char *missing = !k->schedule ? "schedule" : !k->kind ? "kind" : NULL;
+        if (missing) {
+            snprintf(err, errlen, "%s:%d: [cron %s] has no %s", cfg->path, k->line, k->name, missing);
+            return false;
+        }
+        if ((!k->timezone && !(k->timezone = strdup("UTC"))) || (!k->queue && !(k->queue = strdup("default"))) ||
+            (!k->payload && !(k->payload = strdup("{}")))) {
+            snprintf(err, errlen, "out of memory");
+            return false;
+        }
+        if (!k->max_attempts) {
+            const struct sq_kind_conf *kc = sq_config_kind(cfg, k->kind);
+            k->max_attempts = kc && kc->max_attempts ? kc->max_attempts : 5;
+        }
+    }
     return true;
 }
 
@@ -888,5 +1047,15 @@ void sq_config_free(struct sq_config *cfg)
     for (size_t i = 0; i < cfg->nkinds; i++)
         free(cfg->kinds[i].name);
     free(cfg->kinds);
+    for (size_t i = 0; i < cfg->ncrons; i++) {
+        struct sq_cron_conf *k = &cfg->crons[i];
+        free(k->name);
+        free(k->schedule);
+        free(k->timezone);
+        free(k->kind);
+        free(k->queue);
+        free(k->payload);
+    }
+    free(cfg->crons);
     free(cfg);
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "cron.h"
+
 #define SQ_CONFIG_MAX_LINE 190 /* longest line we accept; inih cuts at 197 */
 #define SQ_MAX_THREADS 256
 #define SQ_MAX_BATCH 1000
@@ -31,6 +33,8 @@ struct sq_group_conf {
     int batch;    /* most jobs a thread claims per round trip */
     char **kinds; /* NULL: every kind a plugin registered */
     size_t nkinds;
+    int64_t aging_ms; /* priority_aging: +1 priority per this much waiting; 0 = off */
+    int aging_cap;    /* priority_aging_cap: aging never raises a priority above this */
     int line;
 };
 
@@ -42,6 +46,27 @@ struct sq_kind_conf {
     int64_t backoff_cap_ms;
     int64_t lease_ms;         /* 0 = the host's lease */
     int64_t timeout_ms;       /* 0 = none: a handler may run as long as it heartbeats */
+    int max_running;          /* global limit on running jobs of the kind; 0 = none */
+    int rate;                 /* most claims per rate_unit; 0 = none */
+    const char *rate_unit;    /* "second" or "minute" */
+    int line;
+};
+
+/* What a cron schedule does with ticks missed while no host ran it. */
+enum sq_catch_up { SQ_CATCH_UP_LATEST = 0, SQ_CATCH_UP_ALL = 1, SQ_CATCH_UP_NONE = 2 };
+
+/* [cron NAME]: enqueue a job at every tick of a schedule. */
+struct sq_cron_conf {
+    char *name;
+    char *schedule; /* as written */
+    struct sq_cron cron;
+    char *timezone; /* IANA name; checked against the database at start */
+    char *kind;
+    char *queue;
+    char *payload;  /* JSON text; checked by the database at start */
+    int priority;
+    int max_attempts;
+    enum sq_catch_up catch_up;
     int line;
 };
 
@@ -76,6 +101,8 @@ struct sq_config {
     size_t ngroups;
     struct sq_kind_conf *kinds;
     size_t nkinds;
+    struct sq_cron_conf *crons;
+    size_t ncrons;
 };
 
 /* Defaults of the [kind] policy, used for kinds without a section. */

@@ -2,8 +2,9 @@
  * host.c -- `skipq run`: the host's lifecycle.
  *
  * Order matters: signals blocked → config → plugins (init registers kinds) →
- * thread groups resolved against the registry → database check → metrics
- * server → heartbeat and worker threads → signal loop → shutdown.
+ * thread groups resolved against the registry → database check → cron
+ * schedules and kind limits registered (scheduler.c) → metrics server →
+ * heartbeat and worker threads → signal loop → shutdown.
  *
  * Under systemd (Type=notify) the signal loop also sends READY=1 once every
  * thread has connected, STATUS= lines, STOPPING=1, and WATCHDOG=1 -- the last
@@ -34,6 +35,7 @@
 #include "notify.h"
 #include "plugin.h"
 #include "queue.h"
+#include "scheduler.h"
 #include "skipq/skipq.h"
 #include "util.h"
 
@@ -314,7 +316,7 @@ static void release_running(struct sq_host *h)
         conn = NULL;
     }
     if (conn && done.n) {
-        int r = sq_queue_cycle(conn, "", "{}", "{}", "shutdown", 0, &done, NULL, applied, err, sizeof err);
+        int r = sq_queue_cycle(conn, "", "{}", "{}", "shutdown", 0, false, &done, NULL, applied, err, sizeof err);
         if (r < 0)
             log_error("shutdown grace over: could not record %zu finished job(s); their leases will expire: %s",
                       done.n, err);
@@ -511,6 +513,12 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     warn_unhandled_kinds(h);
     if (!check_schema(h))
         goto out;
+    bool bad_config = false;
+    if (!sq_sched_start(h, err, sizeof err, &bad_config)) {
+        log_error("%s", err);
+        rc = bad_config ? 2 : 1;
+        goto out;
+    }
     /* Before any thread: a port in use stops the host before it claims. */
     if (cfg->metrics_listen && !(h->metrics = sq_metrics_start(h, err, sizeof err))) {
         log_error("%s", err);

@@ -46,6 +46,8 @@ struct sq_group {
     pthread_cond_t wake; /* idle threads of this group wait here (host->lock) */
     atomic_ulong wake_gen; /* bumped by every wake, so one that lands while a
                               thread is claiming is not lost */
+    atomic_bool limited;   /* serves a kind in skipq.kind_limits: claim through
+                              the limit check (scheduler.c keeps it current) */
 };
 
 /*

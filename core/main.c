@@ -45,6 +45,8 @@ static const char USAGE[] =
     "  jobs      list jobs, or show one with every attempt\n"
     "  retry     put dead jobs back to pending\n"
     "  cancel    cancel blocked, pending or running jobs\n"
+    "  cron      show the cron schedules and their last ticks\n"
+    "  limits    show per-kind limits, or clear one\n"
     "  version   print the version\n"
     "\n"
     "common options:\n"
@@ -824,6 +826,83 @@ static int cmd_cancel(int argc, char **argv)
     return rc;
 }
 
+/* ---- cron and limits ------------------------------------------------------------------- */
+
+static int cmd_cron(int argc, char **argv)
+{
+    static const char help[] = "usage: skipq cron [--json] [-c FILE] [--db CONNINFO]\n\n"
+                               "The cron schedules hosts have registered ([cron NAME] sections), with the\n"
+                               "last tick each has enqueued.\n";
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
+    struct common c = {0};
+    bool json = false;
+    int o;
+    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        if (o != 'j')
+            return usage_error("cron", "%s", "invalid option");
+        json = true;
+    }
+    if (optind < argc)
+        return usage_error("cron", "unexpected argument \"%s\"", argv[optind]);
+    int rc;
+    PGconn *conn = open_db(&c, "skipq cron", &rc);
+    if (!conn)
+        return rc;
+    char err[512];
+    rc = sq_admin_cron(conn, stdout, json, err, sizeof err) ? 0 : admin_failed("cron", err);
+    PQfinish(conn);
+    return rc;
+}
+
+static int cmd_limits(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: skipq limits [--json] [-c FILE] [--db CONNINFO]\n"
+        "       skipq limits clear KIND [-c FILE] [--db CONNINFO]\n\n"
+        "Per-kind limits in force on every host (max_running, rate), with the jobs of\n"
+        "the kind running now and the claims in the current rate window. Hosts set\n"
+        "them at start from [kind NAME]; `clear` removes a kind's limits (hosts stop\n"
+        "enforcing them within a heartbeat, and set them again when they restart\n"
+        "with them in their INI).\n";
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
+    struct common c = {0};
+    bool json = false;
+    int o;
+    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        if (o != 'j')
+            return usage_error("limits", "%s", "invalid option");
+        json = true;
+    }
+    bool clear = optind < argc && strcmp(argv[optind], "clear") == 0;
+    if (clear && (optind + 2 != argc || !sq_valid_name(argv[optind + 1])))
+        return usage_error("limits", "%s", "clear takes one kind name");
+    if (!clear && optind < argc)
+        return usage_error("limits", "unexpected argument \"%s\"", argv[optind]);
+    int rc;
+    PGconn *conn = open_db(&c, "skipq limits", &rc);
+    if (!conn)
+        return rc;
+    char err[512];
+    if (clear) {
+        long n = sq_admin_limits_clear(conn, argv[optind + 1], err, sizeof err);
+        if (n >= 0)
+            printf("%s\n", n ? "limits cleared" : "no limits for that kind");
+        rc = n >= 0 ? 0 : admin_failed("limits", err);
+    } else {
+        rc = sq_admin_limits(conn, stdout, json, err, sizeof err) ? 0 : admin_failed("limits", err);
+    }
+    PQfinish(conn);
+    return rc;
+}
+
 /* ---- stats ------------------------------------------------------------------------- */
 
 static int cmd_stats(int argc, char **argv)
@@ -950,7 +1029,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"migrate", cmd_migrate}, {"enqueue", cmd_enqueue}, {"run", cmd_run},  {"stats", cmd_stats},
-                {"jobs", cmd_jobs},       {"retry", cmd_retry},     {"cancel", cmd_cancel}, {"top", cmd_top}};
+                {"jobs", cmd_jobs},       {"retry", cmd_retry},     {"cancel", cmd_cancel}, {"top", cmd_top},
+                {"cron", cmd_cron},       {"limits", cmd_limits}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 1, argv + 1);

@@ -129,6 +129,7 @@ static const char RELEASE_SQL[] =
  * disjoint rows (running vs pending), so one snapshot serves both.
  * Rows tagged 'f' are the outcomes that applied (absent: fenced); rows
  * tagged 'c' are the new claims.
+ *
  * Every read of skipq.jobs by id goes through "id = ANY(array)": joined
  * against a CTE instead, the planner hashed the whole table (a sequential
  * scan per cycle, growing with the table) to find a few hundred rows.
@@ -145,85 +146,159 @@ static const char RELEASE_SQL[] =
  * jobs_ended, sql/009); a job waiting to retry keeps it. Rows picked but
  * refused stay pending. Jobs without a key skip both steps: one IS NULL
  * test each.
+ *
+ * Two statements share everything but the pick: CYCLE_SQL for groups that
+ * serve no limited kind, CYCLE_LIMITED_SQL (below) for groups that do.
  */
-static const char CYCLE_SQL[] =
-    "WITH fin AS MATERIALIZED ("
-    "  SELECT * FROM unnest($6::int8[], $7::int8[], $8::int2[], $9::int8[], $10::text[])"
-    "         AS f(id, eid, outcome, delay_ms, err)"
-    /* Row locks in id order: every multi-row writer of running jobs takes
-     * them this way (or skips locked rows), so they cannot deadlock. */
-    "), lk AS MATERIALIZED ("
-    "  SELECT j.id FROM skipq.jobs j WHERE j.id = ANY($6::int8[])"
-    "   ORDER BY j.id FOR NO KEY UPDATE OF j"
-    "), upd AS ("
-    "  UPDATE skipq.jobs j SET"
-    "     status = CASE WHEN f.outcome = 0 THEN 'done'"
-    "                   WHEN f.outcome = 2 OR j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,"
-    "     run_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts"
-    "                   THEN now() + f.delay_ms * interval '1 millisecond' ELSE j.run_at END,"
-    "     finished_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts THEN NULL ELSE now() END,"
-    "     lease_expires_at = NULL,"
-    "     last_error = CASE WHEN f.outcome = 0 THEN j.last_error ELSE f.err END"
-    "   FROM fin f JOIN lk ON lk.id = f.id"
-    "   WHERE j.id = f.id AND j.id = ANY($6::int8[]) AND j.current_execution_id = f.eid AND j.status = 'running'"
-    "  RETURNING j.id, f.eid, j.status, f.err"
-    "), exe AS ("
-    "  UPDATE skipq.job_executions e"
-    "     SET status = CASE u.status WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'retry' END,"
-    "         finished_at = now(), error = CASE WHEN u.status = 'done' THEN NULL ELSE u.err END"
-    "    FROM upd u WHERE e.id = u.eid"
+#define CYCLE_OUTCOMES \
+    "WITH fin AS MATERIALIZED (" \
+    "  SELECT * FROM unnest($6::int8[], $7::int8[], $8::int2[], $9::int8[], $10::text[])" \
+    "         AS f(id, eid, outcome, delay_ms, err)" \
+    /* Row locks in id order: every multi-row writer of running jobs takes \
+     * them this way (or skips locked rows), so they cannot deadlock. */ \
+    "), lk AS MATERIALIZED (" \
+    "  SELECT j.id FROM skipq.jobs j WHERE j.id = ANY($6::int8[])" \
+    "   ORDER BY j.id FOR NO KEY UPDATE OF j" \
+    "), upd AS (" \
+    "  UPDATE skipq.jobs j SET" \
+    "     status = CASE WHEN f.outcome = 0 THEN 'done'" \
+    "                   WHEN f.outcome = 2 OR j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END," \
+    "     run_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts" \
+    "                   THEN now() + f.delay_ms * interval '1 millisecond' ELSE j.run_at END," \
+    "     finished_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts THEN NULL ELSE now() END," \
+    "     lease_expires_at = NULL," \
+    "     last_error = CASE WHEN f.outcome = 0 THEN j.last_error ELSE f.err END" \
+    "   FROM fin f JOIN lk ON lk.id = f.id" \
+    "   WHERE j.id = f.id AND j.id = ANY($6::int8[]) AND j.current_execution_id = f.eid" \
+    "     AND j.status = 'running'" \
+    "  RETURNING j.id, f.eid, j.status, f.err" \
+    "), exe AS (" \
+    "  UPDATE skipq.job_executions e" \
+    "     SET status = CASE u.status WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'retry' END," \
+    "         finished_at = now(), error = CASE WHEN u.status = 'done' THEN NULL ELSE u.err END" \
+    "    FROM upd u WHERE e.id = u.eid" \
     "  RETURNING e.job_id, e.id, e.status"
+
+/*
+ * Which pending jobs (alias j) a claim may take, best first.
+ * - A cycle that records no outcome commits without waiting for the WAL
+ *   flush (set_config(..., true) is transaction-local, so the next cycle is
+ *   unaffected). If the server crashes before the flush, the claim is
+ *   undone and the job is pending again -- the same as a host crashing
+ *   mid-job, which the at-least-once contract covers. Every outcome still
+ *   waits: its WAL comes later and a flush covers everything before it.
+ * - Serial keys, step 1: only the first unfinished job of its key.
+ */
+#define CYCLE_RUNNABLE \
+    "j.status = 'pending' AND j.queue = $1 AND j.run_at <= now()" \
+    " AND (SELECT set_config('synchronous_commit'," \
+    "        CASE WHEN cardinality($6::int8[]) = 0 THEN 'off'" \
+    "             ELSE current_setting('synchronous_commit') END, true)) IS NOT NULL" \
+    " AND (j.ordering_key IS NULL OR NOT EXISTS (" \
+    "      SELECT 1 FROM skipq.jobs e WHERE e.ordering_key = j.ordering_key AND e.id < j.id" \
+    "         AND e.status IN ('blocked', 'pending', 'running')))"
+#define CYCLE_ORDER " ORDER BY priority DESC, run_at, id"
+
+/* started: when the attempts are recorded as started. Serial keys, step 2:
+ * take the key's row, or keep it when this job already holds it (a retry);
+ * see the comment above. */
+#define CYCLE_CLAIM(started) \
+    "), turn AS (" \
+    "  INSERT INTO skipq.ordering_keys AS k (ordering_key, job_id)" \
+    "  SELECT DISTINCT ON (ordering_key) ordering_key, id FROM pick" \
+    "   WHERE ordering_key IS NOT NULL ORDER BY ordering_key, id" \
+    "  ON CONFLICT (ordering_key) DO UPDATE SET job_id = k.job_id WHERE k.job_id = EXCLUDED.job_id" \
+    "  RETURNING k.job_id" \
+    "), ins AS (" \
+    "  INSERT INTO skipq.job_executions (job_id, attempt, worker, started_at)" \
+    "  SELECT id, attempts + 1, $4, " started " FROM pick" \
+    "   WHERE ordering_key IS NULL OR id IN (SELECT job_id FROM turn)" \
+    "  RETURNING id, job_id, attempt" \
+    "), claimed AS (" \
+    "  UPDATE skipq.jobs j" \
+    "     SET status = 'running', attempts = ins.attempt, locked_by = $4, current_execution_id = ins.id," \
+    "         lease_expires_at = now() + interval '1 millisecond' *" \
+    "           (SELECT l.ms FROM unnest($2::text[], $3::int8[]) AS l(kind, ms) WHERE l.kind = j.kind LIMIT 1)" \
+    "    FROM ins WHERE j.id = ins.job_id AND j.id = ANY(ARRAY(SELECT id FROM pick))" \
+    "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::text AS payload, ins.attempt, j.max_attempts" \
+    ")"
+
+/* Order matters: the outcomes branch runs (and takes its row locks, the
+ * only ones it waits for) before the claim branch, whose SKIP LOCKED pick
+ * never waits but may keep locks on rows it rejected. Claiming first
+ * deadlocked two cycles against each other. */
+#define CYCLE_RESULT \
+    " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe" \
+    " UNION ALL" \
+    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
+
+static const char CYCLE_SQL[] =
+    CYCLE_OUTCOMES
     "), pick AS MATERIALIZED ("
     "  SELECT id, attempts, ordering_key FROM skipq.jobs j"
-    "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() AND kind = ANY($2::text[])"
-    /* A cycle that records no outcome commits without waiting for the WAL
-     * flush (transaction-local, so the next cycle is unaffected). If the
-     * server crashes before the flush, the claim is undone and the job is
-     * pending again -- the same as a host crashing mid-job, which the
-     * at-least-once contract covers. Every outcome still waits: its WAL
-     * comes later and a flush covers everything before it. */
-    "     AND (SELECT set_config('synchronous_commit',"
-    "            CASE WHEN cardinality($6::int8[]) = 0 THEN 'off'"
-    "                 ELSE current_setting('synchronous_commit') END, true)) IS NOT NULL"
-    /* Serial keys, step 1: only the first unfinished job of its key. */
-    "     AND (ordering_key IS NULL OR NOT EXISTS ("
-    "          SELECT 1 FROM skipq.jobs e WHERE e.ordering_key = j.ordering_key AND e.id < j.id"
-    "             AND e.status IN ('blocked', 'pending', 'running')))"
-    "   ORDER BY priority DESC, run_at, id"
+    "   WHERE " CYCLE_RUNNABLE " AND j.kind = ANY($2::text[])"
+    CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
-    /* Step 2: take the key's row, or keep it when this job already holds
-     * it (a retry). See the comment above. */
-    "), turn AS ("
-    "  INSERT INTO skipq.ordering_keys AS k (ordering_key, job_id)"
-    "  SELECT DISTINCT ON (ordering_key) ordering_key, id FROM pick"
-    "   WHERE ordering_key IS NOT NULL ORDER BY ordering_key, id"
-    "  ON CONFLICT (ordering_key) DO UPDATE SET job_id = k.job_id WHERE k.job_id = EXCLUDED.job_id"
-    "  RETURNING k.job_id"
-    "), ins AS ("
-    "  INSERT INTO skipq.job_executions (job_id, attempt, worker)"
-    "  SELECT id, attempts + 1, $4 FROM pick WHERE ordering_key IS NULL OR id IN (SELECT job_id FROM turn)"
-    "  RETURNING id, job_id, attempt"
-    "), claimed AS ("
-    "  UPDATE skipq.jobs j"
-    "     SET status = 'running', attempts = ins.attempt, locked_by = $4, current_execution_id = ins.id,"
-    "         lease_expires_at = now() + interval '1 millisecond' *"
-    "           (SELECT l.ms FROM unnest($2::text[], $3::int8[]) AS l(kind, ms) WHERE l.kind = j.kind LIMIT 1)"
-    "    FROM ins WHERE j.id = ins.job_id AND j.id = ANY(ARRAY(SELECT id FROM pick))"
-    "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::text AS payload, ins.attempt, j.max_attempts"
+    CYCLE_CLAIM("now()")
+    CYCLE_RESULT;
+
+/*
+ * The claim with per-kind limits. skipq.claim_allowance() takes the
+ * advisory locks of the limited kinds among $2 (serialising their claims
+ * across hosts until this transaction commits) and says how many of each
+ * may start now: max_running minus those running (not counting the ones
+ * this statement finishes), and what is left of the current rate window.
+ * Unlimited kinds are picked as in CYCLE_SQL; each limited kind at most its
+ * allowance; the best $5 of both are claimed, recorded as started at the
+ * moment the allowance was granted (after the kind locks), and `rt` counts
+ * them into the rate window of that moment -- so concurrency and rate can
+ * be audited exactly from job_executions.started_at. The allowance is
+ * computed after the outcomes branch has taken its row locks (lim reads
+ * exe): lock order is job rows, then kind locks, everywhere.
+ */
+static const char CYCLE_LIMITED_SQL[] =
+    CYCLE_OUTCOMES
+    "), lim AS MATERIALIZED ("
+    /* Reading exe first makes the outcomes (and their row locks) come
+     * before the kind locks, whatever order the executor would choose. */
+    "  SELECT a.kind, a.allowed, a.at FROM skipq.claim_allowance($2::text[], $7::int8[]) AS a"
+    "   WHERE (SELECT count(*) FROM exe) >= 0"
+    "), free AS MATERIALIZED ("
+    "  SELECT id, attempts, priority, run_at, ordering_key FROM skipq.jobs j"
+    "   WHERE " CYCLE_RUNNABLE " AND j.kind = ANY($2::text[]) AND j.kind NOT IN (SELECT kind FROM lim)"
+    /* A one-time filter: with every kind limited, no scan at all (it
+     * would read every pending job of the queue to find none). */
+    "     AND EXISTS (SELECT 1 FROM unnest($2::text[]) AS k(kind) WHERE k.kind NOT IN (SELECT kind FROM lim))"
+    CYCLE_ORDER
+    "   LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED"
+    "), held AS MATERIALIZED ("
+    "  SELECT p.id, p.attempts, p.priority, p.run_at, p.ordering_key FROM lim CROSS JOIN LATERAL ("
+    "    SELECT id, attempts, priority, run_at, ordering_key FROM skipq.jobs j"
+    "     WHERE " CYCLE_RUNNABLE " AND j.kind = lim.kind"
+    CYCLE_ORDER
+    "     LIMIT least(lim.allowed, $5) FOR NO KEY UPDATE SKIP LOCKED) p"
+    "), pick AS MATERIALIZED ("
+    "  SELECT id, attempts, ordering_key FROM (SELECT * FROM free UNION ALL SELECT * FROM held) c"
+    CYCLE_ORDER
+    "  LIMIT $5"
+    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), now())")
+    ", rt AS ("
+    "  UPDATE skipq.kind_limits l"
+    "     SET window_count = CASE WHEN l.window_start = date_trunc(l.rate_unit, a.at)"
+    "                             THEN l.window_count + n.n ELSE n.n END,"
+    "         window_start = date_trunc(l.rate_unit, a.at)"
+    "    FROM (SELECT kind, count(*)::int AS n FROM claimed GROUP BY kind) n"
+    "    JOIN lim a ON a.kind = n.kind"
+    "   WHERE l.kind = n.kind AND l.rate IS NOT NULL"
     ")"
-    /* Order matters: the outcomes branch runs (and takes its row locks,
-     * the only ones it waits for) before the claim branch, whose SKIP LOCKED
-     * pick never waits but may keep locks on rows it rejected. Claiming
-     * first deadlocked two cycles against each other. */
-    " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe"
-    " UNION ALL"
-    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
+    CYCLE_RESULT;
 
 /*
  * Retention: delete up to $3 jobs in status $1 finished more than $2 ms ago
- * and already in skipq.job_totals (their executions cascade). Only the host holding the transaction-scoped
- * advisory lock deletes; the others get -1 rows back and skip this round.
+ * and already in skipq.job_totals (their executions cascade). Only the host
+ * holding the transaction-scoped advisory lock deletes; the others get -1
+ * rows back and skip this round.
  */
 static const char RETAIN_SQL[] =
     "WITH l AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(495946797170) AS got),"
@@ -271,7 +346,7 @@ static const struct {
     {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
     {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
     {"sq_recover", RECOVER_SQL},
-    {"sq_cycle", CYCLE_SQL},
+    {"sq_cycle", CYCLE_SQL}, {"sq_cycle_limited", CYCLE_LIMITED_SQL},
 };
 
 /* Set once at start-up, before any thread runs a statement. */
@@ -357,7 +432,8 @@ int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, con
                    const char *worker, int limit, struct sq_claimed *out, char *err, size_t errlen)
 {
     const struct sq_outcomes none = {0};
-    return sq_queue_cycle(conn, queue, kinds_array, leases_array, worker, limit, &none, out, NULL, err, errlen);
+    return sq_queue_cycle(conn, queue, kinds_array, leases_array, worker, limit, false, &none, out, NULL, err,
+                          errlen);
 }
 
 static enum sq_complete run_complete(PGconn *conn, const char *stmt, int nparams, const char *const *params,
@@ -401,8 +477,8 @@ enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, b
 }
 
 int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
-                   const char *worker, int limit, const struct sq_outcomes *done, struct sq_claimed *out,
-                   char *applied, char *err, size_t errlen)
+                   const char *worker, int limit, bool limited, const struct sq_outcomes *done,
+                   struct sq_claimed *out, char *applied, char *err, size_t errlen)
 {
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
@@ -422,7 +498,7 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
         goto out;
     }
     const char *params[10] = {queue, kinds_array, leases_array, worker, lim, ids, execs, outcomes, delays, errors};
-    PGresult *res = run_stmt(conn, "sq_cycle", 10, params);
+    PGresult *res = run_stmt(conn, limited ? "sq_cycle_limited" : "sq_cycle", 10, params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);

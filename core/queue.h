@@ -62,13 +62,15 @@ struct sq_outcomes {
 
 /*
  * One round trip: record `done` (fenced per job) and claim up to `limit`
- * jobs as sq_queue_claim() does. applied[i] receives the sq_complete of
+ * jobs as sq_queue_claim() does. With `limited`, the claim also honours
+ * skipq.kind_limits (max_running, rate) for the kinds that have a row
+ * there; without, it ignores them (the plain, cheaper statement). applied[i] receives the sq_complete of
  * done[i] (SQ_COMPLETE_FENCED if it changed nothing). Returns the number of
  * jobs claimed, or -1 on error (nothing was recorded or claimed).
  */
 int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
-                   const char *worker, int limit, const struct sq_outcomes *done, struct sq_claimed *out,
-                   char *applied, char *err, size_t errlen);
+                   const char *worker, int limit, bool limited, const struct sq_outcomes *done,
+                   struct sq_claimed *out, char *applied, char *err, size_t errlen);
 
 enum sq_lease_state {
     SQ_LEASE_LOST = 0,     /* no longer this execution's: reclaimed, released or finished */

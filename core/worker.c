@@ -20,6 +20,9 @@
  * - One heartbeat thread per host, with its own connection, extends the
  *   leases of every running job in one statement, raises should-stop for jobs
  *   whose lease it could not extend, and sweeps expired leases of dead hosts.
+ *   Its rounds also carry the scheduler (scheduler.c: cron ticks, the
+ *   limited-kinds refresh, priority aging) and retention, each bounded so
+ *   the next lease renewal is not held up for long.
  * - A connection failure never ends a thread: it reconnects with capped
  *   backoff, logs the outage once and the recovery once, and prepares its
  *   statements again.
@@ -42,6 +45,7 @@
 #include "metrics.h"
 #include "plugin.h"
 #include "queue.h"
+#include "scheduler.h"
 #include "util.h"
 
 #define RECONNECT_MIN_MS 100
@@ -749,7 +753,7 @@ void *sq_worker_main(void *arg)
         reply_lost = false;
         unsigned long gen = atomic_load(&g->wake_gen);
         int n = sq_queue_cycle(conn, g->queue, g->kinds_array, g->leases_array, w->ident, stopping ? 0 : limit,
-                               &pend.o, claimed, pend.applied, err, sizeof err);
+                               atomic_load(&g->limited), &pend.o, claimed, pend.applied, err, sizeof err);
         if (n < 0) {
             if (sq_db_conn_lost(conn, NULL)) {
                 log_warn("%s: connection lost: %s", w->name, err);
@@ -1014,6 +1018,7 @@ void *sq_heartbeat_main(void *arg)
             else if (reaped < 0)
                 log_warn("lease sweep failed: %s", err);
             registry_round(h, conn, &registered, &registry_warned);
+            sq_sched_round(h, conn);
             if (retention && sq_now_ms() >= next_retention) {
                 retention_round(h, conn);
                 next_retention = sq_now_ms() + h->cfg->retention_interval_ms;

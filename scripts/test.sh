@@ -38,7 +38,7 @@ for v in $variants; do
     case $v in
         release) san=""; regex="" ;;
         asan) san="address"; regex="" ;;
-        tsan) san="thread"; regex="smoke|lifecycle|hammer|faults|chaos|metrics|systemd|reload|pooler" ;;
+        tsan) san="thread"; regex="smoke|lifecycle|hammer|faults|chaos|metrics|systemd|reload|pooler|cron|limits" ;;
         *) echo "test.sh: unknown variant $v" >&2; exit 2 ;;
     esac
     echo "test.sh: === $v build ==="

@@ -583,3 +583,73 @@ Test(config, synchronous_commit_and_batch, .timeout = 60)
     expect_error("batch.ini", "[queue a]\nbatch = 0\n", 2, "batch", "1 to 1000", NULL);
     expect_error("sync2.ini", "[host]\nsynchronous_commit = maybe\n", 2, "synchronous_commit", "maybe", NULL);
 }
+
+/* ---- scheduling keys: [cron NAME], [kind] limits, [queue] aging ---------------------- */
+
+Test(config, scheduling_keys_parse_with_defaults, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("sched.ini", "[queue q]\npriority_aging = 30s\npriority_aging_cap = 50\n"
+                                                 "[queue r]\n"
+                                                 "[kind k]\nmax_attempts = 7\nmax_running = 4\nrate = 10/s\n"
+                                                 "[kind m]\nrate = 100 / min\n"
+                                                 "[cron nightly]\nschedule = 30 2 * * MON-FRI\nkind = k\n"
+                                                 "[cron full]\nschedule = @hourly\nkind = m\ntimezone = Europe/Paris\n"
+                                                 "queue = q\npayload = {\"a\": 1}\npriority = -5\nmax_attempts = 2\n"
+                                                 "catch_up = all\n");
+    cr_expect_eq(group(cfg, "q")->aging_ms, 30000);
+    cr_expect_eq(group(cfg, "q")->aging_cap, 50);
+    cr_expect_eq(group(cfg, "r")->aging_ms, 0);
+    cr_expect_eq(group(cfg, "r")->aging_cap, 1000000);
+    const struct sq_kind_conf *k = sq_config_kind(cfg, "k"), *m = sq_config_kind(cfg, "m");
+    cr_expect_eq(k->max_running, 4);
+    cr_expect_eq(k->rate, 10);
+    cr_expect_str_eq(k->rate_unit, "second");
+    cr_expect_eq(m->max_running, 0);
+    cr_expect_eq(m->rate, 100);
+    cr_expect_str_eq(m->rate_unit, "minute");
+    cr_assert_eq(cfg->ncrons, 2);
+    const struct sq_cron_conf *n = &cfg->crons[0], *f = &cfg->crons[1];
+    cr_expect_str_eq(n->name, "nightly");
+    cr_expect_str_eq(n->schedule, "30 2 * * MON-FRI");
+    cr_expect_str_eq(n->timezone, "UTC");
+    cr_expect_str_eq(n->queue, "default");
+    cr_expect_str_eq(n->payload, "{}");
+    cr_expect_eq(n->priority, 0);
+    cr_expect_eq(n->max_attempts, 7); /* the kind's */
+    cr_expect_eq(n->catch_up, SQ_CATCH_UP_LATEST);
+    cr_expect_eq(n->cron.hours, 1u << 2);
+    cr_expect_str_eq(f->timezone, "Europe/Paris");
+    cr_expect_str_eq(f->queue, "q");
+    cr_expect_str_eq(f->payload, "{\"a\": 1}");
+    cr_expect_eq(f->priority, -5);
+    cr_expect_eq(f->max_attempts, 2);
+    cr_expect_eq(f->catch_up, SQ_CATCH_UP_ALL);
+    sq_config_free(cfg);
+}
+
+Test(config, bad_scheduling_keys, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\npriority_aging = 10ms\n", 2, "[queue q] priority_aging", "too short", NULL);
+    expect_error("e.ini", "[queue q]\npriority_aging_cap = 2000000\n", 2, "priority_aging_cap", NULL, NULL);
+    expect_error("e.ini", "[kind k]\nmax_running = 0\n", 2, "[kind k] max_running", NULL, NULL);
+    expect_error("e.ini", "[kind k]\nrate = 5/hour\n", 2, "[kind k] rate", "N/s or N/min", NULL);
+    expect_error("e.ini", "[cron c]\nkind = k\n\n", 1, "[cron c] has no schedule", NULL, NULL);
+    expect_error("e.ini", "[host]\n[cron c]\nschedule = 0 0 31 2 *\n", 3, "[cron c] schedule", "never matches", NULL);
+    expect_error("e.ini", "[cron c]\nschedule = @daily\nkind = bad kind\n", 3, "[cron c] kind", NULL, NULL);
+    expect_error("e.ini", "[cron c]\nschedule = @daily\nkind = k\npayload = [1]\n", 4, "payload", "JSON object",
+                 NULL);
+    expect_error("e.ini", "[cron c]\nschedule = @daily\nkind = k\ntimezone = Europe/Paris;rm\n", 4, "timezone", NULL,
+                 NULL);
+    expect_error("e.ini", "[cron c]\nschedule = @daily\nkind = k\ncatch_up = sometimes\n", 4, "catch_up", NULL, NULL);
+    expect_error("e.ini", "[cron c d]\nschedule = @daily\n", 1, "exactly one space", NULL, NULL);
+}
+
+/* The example configuration is valid, scheduling sections included. */
+Test(config, example_file_parses, .timeout = 60)
+{
+    char err[1024];
+    struct sq_config *cfg = sq_config_load(SKIPQ_SOURCE_DIR "/conf/skipq.ini", err, sizeof err);
+    cr_assert_not_null(cfg, "%s", err);
+    cr_expect_eq(cfg->ncrons, 1);
+    sq_config_free(cfg);
+}

@@ -786,7 +786,7 @@ static int cycle(PGconn *c, const char *worker, int limit, size_t n, int64_t *id
     cr_assert(ka && la);
     struct sq_outcomes o = {
         .ids = ids, .execs = execs, .outcomes = outcomes, .delays = delays, .errors = errors, .n = n};
-    int r = sq_queue_cycle(c, "default", ka, la, worker, limit, &o, out, applied, err, errlen);
+    int r = sq_queue_cycle(c, "default", ka, la, worker, limit, false, &o, out, applied, err, errlen);
     free(ka);
     free(la);
     return r;

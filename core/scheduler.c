@@ -1,0 +1,346 @@
+/*
+ * scheduler.c -- the scheduling features that need no leader: cron schedules,
+ * per-kind limits and priority aging. Each runs on the heartbeat rounds of
+ * every host; the database decides who does what.
+ *
+ * - Cron: the host reads a schedule's last tick and the database's "now" in
+ *   the schedule's time zone, lists the due local minutes (cron.c), and
+ *   enqueues them in one statement that also advances last_tick by
+ *   compare-and-set on the value it read. Of hosts racing on a schedule,
+ *   one statement wins; the others change nothing. So every tick is
+ *   enqueued once, whatever the number of hosts.
+ * - Limits: hosts write the limits of their INI at start; every host then
+ *   follows the rows of skipq.kind_limits (refreshed each round), claiming
+ *   through the limit-aware statement only for groups that serve a limited
+ *   kind, so other groups keep the plain claim.
+ * - Aging: one host per queue at a time (transaction-scoped advisory lock)
+ *   raises the priority of jobs that have waited, in batches.
+ */
+#include "scheduler.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "cron.h"
+#include "host.h"
+#include "log.h"
+#include "queue.h"
+#include "util.h"
+
+#define CRON_MAX_TICKS 1000   /* most ticks one round enqueues for a schedule (catch_up = all) */
+#define CRON_SCAN_DAYS 400    /* latest/none look back at most this far for the last tick */
+#define CRON_NONE_WINDOW_MS 60000
+#define AGING_BATCH 50       /* rows per aging statement: claims skip the rows it locks */
+
+static const char CRON_REGISTER_SQL[] =
+    "INSERT INTO skipq.cron_state (name, schedule, timezone, last_tick) VALUES ($1, $2, $3, now())"
+    " ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,"
+    "    updated_at = now()"
+    "  WHERE (cron_state.schedule, cron_state.timezone) IS DISTINCT FROM (EXCLUDED.schedule, EXCLUDED.timezone)";
+
+/* The last tick exactly (for the compare-and-set), and it and now as local
+ * wall-clock times in the schedule's zone. */
+static const char CRON_READ_SQL[] =
+    "SELECT last_tick::text, (last_tick AT TIME ZONE $2)::text, (now() AT TIME ZONE $2)::text"
+    "  FROM skipq.cron_state WHERE name = $1";
+
+/*
+ * $3: candidate local ticks. They become instants in zone $2 (a local time
+ * in a DST gap moves forward by the gap; a repeated one takes the later
+ * instant), due ones are those after the last tick $1 and not in the
+ * future. last_tick moves to the latest due one only if it still is $1, and
+ * only then are jobs inserted: all due ticks ($10 = 'all'), the latest
+ * ('latest'), or the latest if it is at most $11 ms old ('none').
+ */
+static const char CRON_FIRE_SQL[] =
+    "WITH due AS MATERIALIZED ("
+    "  SELECT DISTINCT t.at FROM (SELECT x::timestamp AT TIME ZONE $2 AS at FROM unnest($3::text[]) AS x) t"
+    "   WHERE t.at > $1::timestamptz AND t.at <= now()"
+    "), adv AS ("
+    "  UPDATE skipq.cron_state SET last_tick = (SELECT max(at) FROM due), updated_at = now()"
+    "   WHERE name = $4 AND last_tick = $1::timestamptz AND EXISTS (SELECT 1 FROM due)"
+    "  RETURNING 1"
+    "), ins AS ("
+    "  INSERT INTO skipq.jobs (queue, kind, payload, priority, run_at, max_attempts)"
+    "  SELECT $5, $6, $7::jsonb, $8::int, due.at, $9::int FROM due, adv"
+    "   WHERE $10::text = 'all' OR (due.at = (SELECT max(at) FROM due)"
+    "         AND ($10::text = 'latest' OR due.at >= now() - $11::int8 * interval '1 millisecond'))"
+    "   ORDER BY due.at"
+    "  RETURNING 1"
+    ")"
+    " SELECT (SELECT count(*) FROM adv), (SELECT count(*) FROM ins)";
+
+/* Last host to start with a limit for a kind sets it (both keys at once). */
+static const char LIMIT_REGISTER_SQL[] =
+    "INSERT INTO skipq.kind_limits (kind, max_running, rate, rate_unit) VALUES ($1, $2::int, $3::int, $4)"
+    " ON CONFLICT (kind) DO UPDATE SET max_running = EXCLUDED.max_running, rate = EXCLUDED.rate,"
+    "    rate_unit = EXCLUDED.rate_unit, updated_at = now()"
+    "  WHERE (kind_limits.max_running, kind_limits.rate, kind_limits.rate_unit)"
+    "        IS DISTINCT FROM (EXCLUDED.max_running, EXCLUDED.rate, EXCLUDED.rate_unit)"
+    " RETURNING 1";
+
+/*
+ * Aging: priority = least(cap $3, base + floor(waited / step $2)), where
+ * waited = now() - run_at and base the priority the job was enqueued with.
+ * Never lowers a priority. One host per queue at a time; -1 if another
+ * holds the queue's lock. Claims skip the rows this locks, so it works in
+ * small batches, best first: a claim meanwhile takes the next-best jobs,
+ * not the newest.
+ */
+static const char AGING_SQL[] =
+    "WITH l AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(495947, hashtext($1)) AS got),"
+    " c AS MATERIALIZED ("
+    "  SELECT id, least($3::int8, coalesce(base_priority, priority)"
+    "             + floor(extract(epoch FROM now() - run_at) * 1000 / $2::int8)::int8)::int AS p"
+    "    FROM skipq.jobs"
+    "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() - $2::int8 * interval '1 millisecond'"
+    "     AND (SELECT got FROM l)"
+    "     AND priority < least($3::int8, coalesce(base_priority, priority)"
+    "             + floor(extract(epoch FROM now() - run_at) * 1000 / $2::int8)::int8)"
+    "   ORDER BY priority DESC, run_at, id"
+    "   LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED"
+    "), u AS ("
+    "  UPDATE skipq.jobs j SET base_priority = coalesce(j.base_priority, j.priority), priority = c.p"
+    "    FROM c WHERE j.id = c.id AND j.status = 'pending' AND c.p > j.priority"
+    "  RETURNING 1)"
+    " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT count(*) FROM u) ELSE -1 END";
+
+static PGresult *exec(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
+{
+    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(res);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+        sq_db_error(conn, res, err, errlen);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* ---- start ---------------------------------------------------------------------- */
+
+static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct sq_cron_conf *k, char *err,
+                       size_t errlen, bool *bad_config)
+{
+    char why[512];
+    const char *p1[1] = {k->payload};
+    PGresult *res = exec(conn, "SELECT jsonb_typeof($1::jsonb)", 1, p1, why, sizeof why);
+    if (!res || strcmp(PQgetvalue(res, 0, 0), "object") != 0) {
+        *bad_config = true;
+        snprintf(err, errlen, "%s:%d: [cron %s] payload: %s", cfg->path, k->line, k->name,
+                 res ? "must be a JSON object" : why);
+        PQclear(res);
+        return false;
+    }
+    PQclear(res);
+    const char *p2[1] = {k->timezone};
+    res = exec(conn, "SELECT now() AT TIME ZONE $1", 1, p2, why, sizeof why);
+    if (!res) {
+        *bad_config = true;
+        snprintf(err, errlen, "%s:%d: [cron %s] timezone: %s", cfg->path, k->line, k->name, why);
+        return false;
+    }
+    PQclear(res);
+    const char *p3[3] = {k->name, k->schedule, k->timezone};
+    res = exec(conn, CRON_REGISTER_SQL, 3, p3, why, sizeof why);
+    if (!res) {
+        snprintf(err, errlen, "cannot register [cron %s]: %s", k->name, why);
+        return false;
+    }
+    PQclear(res);
+    return true;
+}
+
+static bool register_limits(PGconn *conn, const struct sq_config *cfg, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < cfg->nkinds; i++) {
+        const struct sq_kind_conf *k = &cfg->kinds[i];
+        if (!k->max_running && !k->rate)
+            continue;
+        char mr[16], rt[16];
+        snprintf(mr, sizeof mr, "%d", k->max_running);
+        snprintf(rt, sizeof rt, "%d", k->rate);
+        const char *params[4] = {k->name, k->max_running ? mr : NULL, k->rate ? rt : NULL,
+                                 k->rate ? k->rate_unit : NULL};
+        char why[512];
+        PGresult *res = exec(conn, LIMIT_REGISTER_SQL, 4, params, why, sizeof why);
+        if (!res) {
+            snprintf(err, errlen, "cannot register the limits of [kind %s]: %s", k->name, why);
+            return false;
+        }
+        if (PQntuples(res) > 0)
+            log_info("kind \"%s\": limits set to max_running %s, rate %s%s%s", k->name, k->max_running ? mr : "none",
+                     k->rate ? rt : "none", k->rate ? " per " : "", k->rate ? k->rate_unit : "");
+        PQclear(res);
+    }
+    return true;
+}
+
+/* Flag the groups that serve a kind with a row in skipq.kind_limits. */
+static bool refresh_limits(struct sq_host *h, PGconn *conn, char *err, size_t errlen)
+{
+    PGresult *res = exec(conn, "SELECT kind FROM skipq.kind_limits", 0, NULL, err, errlen);
+    if (!res)
+        return false;
+    for (size_t g = 0; g < h->ngroups; g++) {
+        struct sq_group *grp = &h->groups[g];
+        bool limited = false;
+        for (int r = 0; r < PQntuples(res) && !limited; r++)
+            for (size_t k = 0; k < grp->nkinds && !limited; k++)
+                limited = strcmp(grp->kinds[k], PQgetvalue(res, r, 0)) == 0;
+        if (atomic_exchange(&grp->limited, limited) != limited)
+            log_info("queue \"%s\": %s", grp->queue,
+                     limited ? "serves a kind with limits; claiming through the limit check"
+                             : "no kind with limits any more; plain claims");
+    }
+    PQclear(res);
+    return true;
+}
+
+bool sq_sched_start(struct sq_host *h, char *err, size_t errlen, bool *bad_config)
+{
+    *bad_config = false;
+    PGconn *conn = sq_db_connect(&h->params, err, errlen);
+    if (!conn)
+        return false;
+    bool ok = true;
+    for (size_t i = 0; ok && i < h->cfg->ncrons; i++)
+        ok = check_cron(conn, h->cfg, &h->cfg->crons[i], err, errlen, bad_config);
+    ok = ok && register_limits(conn, h->cfg, err, errlen) && refresh_limits(h, conn, err, errlen);
+    PQfinish(conn);
+    return ok;
+}
+
+/* ---- rounds --------------------------------------------------------------------- */
+
+/* The local ticks in (last, now] a round considers: the earliest
+ * CRON_MAX_TICKS for catch_up = all, else the latest two (the later may
+ * fall in a DST repeat and not be due yet). Returns how many. */
+static int64_t minute_index(const struct sq_civil *t)
+{
+    return sq_days_from_civil(t->year, t->month, t->day) * 1440 + t->hour * 60 + t->minute;
+}
+
+static int list_ticks(const struct sq_cron_conf *k, const struct sq_civil *last, const struct sq_civil *now,
+                      struct sq_civil *out)
+{
+    struct sq_civil t = *last, n;
+    if (k->catch_up != SQ_CATCH_UP_ALL) {
+        struct sq_civil floor = *now;
+        sq_civil_add_minutes(&floor, -(int64_t)CRON_SCAN_DAYS * 1440);
+        if (minute_index(&t) < minute_index(&floor))
+            t = floor;
+    }
+    int count = 0;
+    while (sq_cron_next(&k->cron, &t, &n) && minute_index(&n) <= minute_index(now)) {
+        if (k->catch_up == SQ_CATCH_UP_ALL) {
+            out[count++] = n;
+            if (count == CRON_MAX_TICKS)
+                break;
+        } else if (count < 2) {
+            out[count++] = n;
+        } else {
+            out[0] = out[1];
+            out[1] = n;
+        }
+        t = n;
+    }
+    return count;
+}
+
+static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_conf *k, struct sq_civil *ticks)
+{
+    char err[512];
+    const char *rp[2] = {k->name, k->timezone};
+    PGresult *res = exec(conn, CRON_READ_SQL, 2, rp, err, sizeof err);
+    if (!res || PQntuples(res) != 1) {
+        log_warn("cron %s: cannot read its state: %s", k->name, res ? "the row is gone (restart to register it)" : err);
+        PQclear(res);
+        return;
+    }
+    char prev[64];
+    struct sq_civil last, now;
+    sq_strlcpy(prev, PQgetvalue(res, 0, 0), sizeof prev);
+    bool ok = sq_civil_parse(PQgetvalue(res, 0, 1), &last) && sq_civil_parse(PQgetvalue(res, 0, 2), &now);
+    PQclear(res);
+    if (!ok) {
+        log_warn("cron %s: cannot read the database's time", k->name);
+        return;
+    }
+    int n = list_ticks(k, &last, &now, ticks);
+    if (n == 0)
+        return;
+    const char *txt[CRON_MAX_TICKS];
+    char *buf = malloc((size_t)n * 24);
+    if (!buf)
+        return;
+    for (int i = 0; i < n; i++) {
+        sq_civil_format(&ticks[i], buf + i * 24, 24);
+        txt[i] = buf + i * 24;
+    }
+    char *arr = sq_text_array(txt, (size_t)n);
+    char prio[16], att[16], window[24];
+    snprintf(prio, sizeof prio, "%d", k->priority);
+    snprintf(att, sizeof att, "%d", k->max_attempts);
+    int64_t w = 2 * h->cfg->heartbeat_ms > CRON_NONE_WINDOW_MS ? 2 * h->cfg->heartbeat_ms : CRON_NONE_WINDOW_MS;
+    snprintf(window, sizeof window, "%" PRId64, w);
+    static const char *const policy[] = {"latest", "all", "none"};
+    const char *params[11] = {prev, k->timezone, arr, k->name, k->queue, k->kind, k->payload, prio, att,
+                              policy[k->catch_up], window};
+    res = arr ? exec(conn, CRON_FIRE_SQL, 11, params, err, sizeof err) : NULL;
+    if (!res)
+        log_warn("cron %s: cannot enqueue its due tick(s): %s", k->name, arr ? err : "out of memory");
+    else if (atoi(PQgetvalue(res, 0, 0)) == 1)
+        log_info("cron %s: enqueued %s job(s) of kind %s on queue %s", k->name, PQgetvalue(res, 0, 1), k->kind,
+                 k->queue);
+    PQclear(res);
+    free(arr);
+    free(buf);
+}
+
+/* Batches until one comes back short, another host has the queue, or a
+ * second has passed. */
+static void aging_round(struct sq_host *h, PGconn *conn)
+{
+    for (size_t i = 0; i < h->cfg->ngroups; i++) {
+        const struct sq_group_conf *g = &h->cfg->groups[i];
+        if (!g->aging_ms)
+            continue;
+        char step[24], cap[16], batch[16], err[512];
+        snprintf(step, sizeof step, "%" PRId64, g->aging_ms);
+        snprintf(cap, sizeof cap, "%d", g->aging_cap);
+        snprintf(batch, sizeof batch, "%d", AGING_BATCH);
+        const char *params[4] = {g->queue, step, cap, batch};
+        int64_t end = sq_now_ms() + 1000;
+        long n, total = 0;
+        do {
+            PGresult *res = exec(conn, AGING_SQL, 4, params, err, sizeof err);
+            if (!res) {
+                log_warn("queue \"%s\": priority aging failed: %s", g->queue, err);
+                break;
+            }
+            n = atol(PQgetvalue(res, 0, 0));
+            PQclear(res);
+            total += n > 0 ? n : 0;
+        } while (n == AGING_BATCH && sq_now_ms() < end);
+        if (total > 0)
+            log_debug("queue \"%s\": raised the priority of %ld waiting job(s)", g->queue, total);
+    }
+}
+
+void sq_sched_round(struct sq_host *h, PGconn *conn)
+{
+    char err[512];
+    if (!refresh_limits(h, conn, err, sizeof err))
+        log_warn("cannot read the kind limits: %s", err);
+    if (h->cfg->ncrons) {
+        struct sq_civil *ticks = calloc(CRON_MAX_TICKS, sizeof *ticks);
+        for (size_t i = 0; ticks && i < h->cfg->ncrons; i++)
+            cron_round(h, conn, &h->cfg->crons[i], ticks);
+        free(ticks);
+    }
+    aging_round(h, conn);
+}

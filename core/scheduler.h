@@ -1,0 +1,24 @@
+/* scheduler.h -- cron, per-kind limits and priority aging on a host. */
+#ifndef SQ_SCHEDULER_H
+#define SQ_SCHEDULER_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct sq_host;
+
+/*
+ * At start, before any thread: check what only the database can check in
+ * the INI (cron time zones and payloads), register the host's cron
+ * schedules and kind limits, and learn which groups serve limited kinds.
+ * On failure err holds the reason; *bad_config says whether it is the INI's
+ * fault (exit 2) rather than the database's (exit 1).
+ */
+bool sq_sched_start(struct sq_host *h, char *err, size_t errlen, bool *bad_config);
+
+/* One round on the heartbeat thread: refresh the limited kinds, enqueue
+ * due cron ticks, age priorities. Logs its own failures. */
+void sq_sched_round(struct sq_host *h, PGconn *conn);
+
+#endif
