@@ -55,7 +55,7 @@ GRANT SELECT, INSERT, UPDATE ON skipq.ordering_keys TO skipq_worker;
 GRANT UPDATE (status, attempts, run_at, finished_at, lease_expires_at, locked_by,
               current_execution_id, last_error, max_attempts)
     ON skipq.jobs TO skipq_worker;
-GRANT INSERT (job_id, attempt, worker) ON skipq.job_executions TO skipq_worker;
+GRANT INSERT (job_id, attempt, worker, started_at) ON skipq.job_executions TO skipq_worker;
 GRANT UPDATE (status, finished_at, error) ON skipq.job_executions TO skipq_worker;
 
 -- The bulk path: the six columns a COPY writes, and the payload limit.
@@ -67,3 +67,14 @@ GRANT EXECUTE ON FUNCTION skipq.host_beat(text, text, text, int, text, int, text
                           skipq.host_gone(text), skipq.advance_totals(bigint), skipq.host_alive(timestamptz, bigint)
     TO skipq_worker;
 GRANT SELECT ON skipq.hosts, skipq.job_totals, skipq.job_totals_mark TO skipq_worker;
+
+-- Cron, per-kind limits and priority aging (020): hosts register schedules
+-- and limits from their INI files, advance cron ticks (enqueueing the
+-- tick's job), count claims into rate windows and raise aged priorities.
+-- Known limit: a host with [cron] sections inserts each tick's job into
+-- skipq.jobs itself, which skipq_worker may not do; run such hosts as the
+-- schema owner, or grant INSERT (queue, kind, payload, priority, run_at,
+-- max_attempts) ON skipq.jobs to their role.
+GRANT SELECT, INSERT, UPDATE ON skipq.cron_state, skipq.kind_limits TO skipq_worker;
+GRANT UPDATE (priority, base_priority) ON skipq.jobs TO skipq_worker;
+GRANT EXECUTE ON FUNCTION skipq.claim_allowance(text[], bigint[]) TO skipq_worker;
