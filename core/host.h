@@ -19,6 +19,7 @@ struct sq_metrics;
 
 /* Upper bounds (seconds) of skipq_handler_duration_seconds; +Inf follows. */
 #define SQ_DURATION_BUCKETS 14
+#define SQ_DUE_MAX 64 /* due times remembered per group */
 
 /*
  * One per kind a plugin registered, for the host's lifetime: the live retry
@@ -48,6 +49,13 @@ struct sq_group {
                               thread is claiming is not lost */
     atomic_bool limited;   /* serves a kind in skipq.kind_limits: claim through
                               the limit check (scheduler.c keeps it current) */
+    /* Monotonic ms at which jobs of this queue that the host knows of fall
+     * due (its own retries, delayed jobs announced by NOTIFY), soonest
+     * first; guarded by host->lock. An idle thread wakes for the first one
+     * instead of at its next poll. Beyond SQ_DUE_MAX the latest are dropped
+     * and left to the poll. */
+    int64_t due[SQ_DUE_MAX];
+    int ndue;
 };
 
 /*
@@ -151,11 +159,14 @@ void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap);
 /* worker.c */
 void *sq_worker_main(void *arg);
 void *sq_heartbeat_main(void *arg);
-/* Sleep up to ms, or until the host is stopping / the group is woken
- * (g may be NULL: only stopping wakes). */
+/* Sleep up to ms, or until the host is stopping / the group is woken / the
+ * group's first due time comes (g may be NULL: only stopping wakes). */
 void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen, int64_t ms);
 /* Wake the idle threads of every group serving `queue` (NULL: all). */
 void sq_host_wake(struct sq_host *h, const char *queue);
+/* Jobs of `queue` (or of group g) fall due at monotonic ms `at`. */
+void sq_host_due(struct sq_host *h, const char *queue, int64_t at);
+void sq_group_due(struct sq_host *h, struct sq_group *g, int64_t at);
 /* Wake everything: shutdown. */
 void sq_host_stop(struct sq_host *h);
 

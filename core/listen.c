@@ -4,7 +4,9 @@
  *
  * One thread per host owns one connection that LISTENs on "skipq_jobs"
  * (sql/004_notify.sql sends the queue name when runnable jobs are inserted)
- * and wakes only the idle threads of the groups serving that queue.
+ * and wakes only the idle threads of the groups serving that queue. For
+ * delayed jobs (sql/041_notify_delayed.sql) it passes on when they fall
+ * due, and one idle thread wakes then.
  *
  * DESIGN
  * - A notification is a hint. Polling stays the path that guarantees
@@ -21,6 +23,7 @@
  */
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -40,14 +43,31 @@ static PGconn *listen_connect(struct sq_host *h, char *err, size_t errlen)
     return conn;
 }
 
-/* Wake the groups named by pending notifications; false if the session broke. */
+/* "QUEUE": runnable jobs now; "QUEUE +MS": the earliest delayed job of an
+ * insert falls due in MS milliseconds (sql/041_notify_delayed.sql). */
+static void announce(struct sq_host *h, char *payload)
+{
+    char *sp = strchr(payload, ' ');
+    if (!sp) {
+        sq_host_wake(h, payload);
+        return;
+    }
+    *sp = '\0';
+    char *end;
+    long long ms = strtoll(sp + 1, &end, 10);
+    if (sp[1] != '+' || *end || ms < 0)
+        return; /* not a form this host knows */
+    sq_host_due(h, payload, sq_now_ms() + ms);
+}
+
+/* Act on pending notifications; false if the session broke. */
 static bool drain(struct sq_host *h, PGconn *conn)
 {
     if (!PQconsumeInput(conn))
         return false;
     PGnotify *n;
     while ((n = PQnotifies(conn)) != NULL) {
-        sq_host_wake(h, n->extra);
+        announce(h, n->extra);
         PQfreemem(n);
     }
     return true;

@@ -8,8 +8,9 @@
  *   jobs running with attempts + 1. The attempt is counted when the job is
  *   claimed, so a handler that kills the process still uses up an attempt and
  *   a poison job ends dead instead of looping.
- *   NO KEY UPDATE, not UPDATE: the foreign key from job_executions takes KEY
- *   SHARE on the job row, which FOR UPDATE SKIP LOCKED would silently skip.
+ *   NO KEY UPDATE, not UPDATE: a foreign key that references a job (an
+ *   application's table may have one) takes KEY SHARE on the job row, which
+ *   FOR UPDATE SKIP LOCKED would silently skip.
  * - Every write a worker makes after the claim is fenced on
  *   (id, current_execution_id, status = 'running'). A worker whose lease
  *   expired and whose job was reclaimed changes nothing: 0 rows.
@@ -189,14 +190,15 @@ static const char RELEASE_SQL[] =
  *   waits: its WAL comes later and a flush covers everything before it.
  * - Serial keys, step 1: only the first unfinished job of its key.
  */
-#define CYCLE_RUNNABLE \
+#define CYCLE_RUNNABLE_SYNC(sync) \
     "j.status = 'pending' AND j.queue = $1 AND j.run_at <= now()" \
-    " AND (SELECT set_config('synchronous_commit'," \
-    "        CASE WHEN cardinality($6::int8[]) = 0 THEN 'off'" \
-    "             ELSE current_setting('synchronous_commit') END, true)) IS NOT NULL" \
+    " AND (SELECT set_config('synchronous_commit', " sync ", true)) IS NOT NULL" \
     " AND (j.ordering_key IS NULL OR NOT EXISTS (" \
     "      SELECT 1 FROM skipq.jobs e WHERE e.ordering_key = j.ordering_key AND e.id < j.id" \
     "         AND e.status IN ('blocked', 'pending', 'running')))"
+#define CYCLE_RUNNABLE \
+    CYCLE_RUNNABLE_SYNC("CASE WHEN cardinality($6::int8[]) = 0 THEN 'off'" \
+                        " ELSE current_setting('synchronous_commit') END")
 #define CYCLE_ORDER " ORDER BY priority DESC, run_at, id"
 
 /* started: when the attempts are recorded as started. Serial keys, step 2:
@@ -242,6 +244,21 @@ static const char CYCLE_SQL[] =
     "   FOR NO KEY UPDATE SKIP LOCKED"
     CYCLE_CLAIM("now()")
     CYCLE_RESULT;
+
+/*
+ * CYCLE_SQL with no outcomes to record ($1-$5 only): what an idle thread
+ * sends when woken, where every statement node saved is latency. The same
+ * pick and claim; the result has only claimed rows.
+ */
+static const char CLAIM_SQL[] =
+    "WITH pick AS MATERIALIZED ("
+    "  SELECT id, attempts, ordering_key FROM skipq.jobs j"
+    "   WHERE " CYCLE_RUNNABLE_SYNC("'off'") " AND j.kind = ANY($2::text[])"
+    CYCLE_ORDER
+    "   LIMIT $5"
+    "   FOR NO KEY UPDATE SKIP LOCKED"
+    CYCLE_CLAIM("now()")
+    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
 
 /*
  * The claim with per-kind limits. skipq.claim_allowance() takes the
@@ -346,7 +363,7 @@ static const struct {
     {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
     {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
     {"sq_recover", RECOVER_SQL},
-    {"sq_cycle", CYCLE_SQL}, {"sq_cycle_limited", CYCLE_LIMITED_SQL},
+    {"sq_cycle", CYCLE_SQL}, {"sq_cycle_limited", CYCLE_LIMITED_SQL}, {"sq_claim", CLAIM_SQL},
 };
 
 /* Set once at start-up, before any thread runs a statement. */
@@ -498,7 +515,8 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
         goto out;
     }
     const char *params[10] = {queue, kinds_array, leases_array, worker, lim, ids, execs, outcomes, delays, errors};
-    PGresult *res = run_stmt(conn, limited ? "sq_cycle_limited" : "sq_cycle", 10, params);
+    const char *stmt = limited ? "sq_cycle_limited" : done->n == 0 ? "sq_claim" : "sq_cycle";
+    PGresult *res = run_stmt(conn, stmt, strcmp(stmt, "sq_claim") == 0 ? 5 : 10, params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);

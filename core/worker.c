@@ -9,7 +9,9 @@
  *   size doubles while claims come back full and falls back when they do
  *   not, so a thread never hoards jobs it cannot start soon). When nothing
  *   is runnable it waits poll_interval on the host's condition variable,
- *   which shutdown broadcasts.
+ *   which shutdown broadcasts, a notification of new jobs wakes, and the
+ *   group's list of due times (its own retries, announced delayed jobs)
+ *   cuts short for one thread when the first of them comes.
  * - A finished job keeps its slot, and so its lease, until the cycle that
  *   records its outcome has committed.
  * - A handler that never asks for the connection runs with no transaction
@@ -89,7 +91,10 @@ struct pg_conn *sq_job_conn(skipq_job *job)
         return c->conn;
     if (c->conn_broken || !c->conn)
         return NULL;
-    PGresult *res = PQexec(c->conn, "BEGIN ISOLATION LEVEL READ COMMITTED");
+    /* The session runs skipq's statements with enable_seqscan and jit off
+     * (see open_session); the handler's statements are planned as usual. */
+    PGresult *res = PQexec(c->conn, "BEGIN ISOLATION LEVEL READ COMMITTED;"
+                                    " SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL jit TO DEFAULT");
     bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     PQclear(res);
     if (!ok) {
@@ -118,7 +123,7 @@ void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap)
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen, int64_t ms)
+static struct timespec realtime_in(int64_t ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -128,10 +133,80 @@ void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen,
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    return ts;
+}
+
+/* With host->lock held: drop g's due times up to `now`; how many there were. */
+static int due_pop_locked(struct sq_group *g, int64_t now)
+{
+    int k = 0;
+    while (k < g->ndue && g->due[k] <= now)
+        k++;
+    if (k > 0) {
+        memmove(g->due, g->due + k, (size_t)(g->ndue - k) * sizeof g->due[0]);
+        g->ndue -= k;
+    }
+    return k;
+}
+
+/*
+ * A due time wakes one thread, not the group: the others see it gone and
+ * sleep on. When several jobs fell due at once, the one thread that took
+ * them wakes the rest as a notification would.
+ */
+void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen, int64_t ms)
+{
+    int64_t deadline = sq_now_ms() + ms;
     pthread_mutex_lock(&h->lock);
-    if (!atomic_load(&h->stopping) && (!g || atomic_load(&g->wake_gen) == seen_gen))
+    for (;;) {
+        if (atomic_load(&h->stopping) || (g && atomic_load(&g->wake_gen) != seen_gen))
+            break;
+        int64_t now = sq_now_ms(), until = deadline;
+        if (g && g->ndue > 0) {
+            int k = due_pop_locked(g, now);
+            if (k > 1) {
+                atomic_fetch_add(&g->wake_gen, 1);
+                pthread_cond_broadcast(&g->wake);
+            }
+            if (k > 0)
+                break;
+            if (g->due[0] < until)
+                until = g->due[0];
+        }
+        if (now >= deadline)
+            break;
+        struct timespec ts = realtime_in(until - now);
         pthread_cond_timedwait(g ? &g->wake : &h->wake, &h->lock, &ts);
+    }
     pthread_mutex_unlock(&h->lock);
+}
+
+void sq_group_due(struct sq_host *h, struct sq_group *g, int64_t at)
+{
+    pthread_mutex_lock(&h->lock);
+    int n = g->ndue;
+    if (n == SQ_DUE_MAX && at >= g->due[n - 1]) {
+        pthread_mutex_unlock(&h->lock);
+        return; /* later than all we keep: left to the poll */
+    }
+    if (n == SQ_DUE_MAX)
+        n--;
+    int i = n;
+    for (; i > 0 && g->due[i - 1] > at; i--)
+        g->due[i] = g->due[i - 1];
+    g->due[i] = at;
+    g->ndue = n + 1;
+    /* A new soonest time: sleeping threads recompute their timeout. */
+    if (i == 0)
+        pthread_cond_broadcast(&g->wake);
+    pthread_mutex_unlock(&h->lock);
+}
+
+void sq_host_due(struct sq_host *h, const char *queue, int64_t at)
+{
+    for (size_t i = 0; i < h->ngroups; i++)
+        if (strcmp(h->groups[i].queue, queue) == 0)
+            sq_group_due(h, &h->groups[i], at);
 }
 
 void sq_host_wake(struct sq_host *h, const char *queue)
@@ -187,12 +262,24 @@ static PGconn *open_session(struct sq_host *h, char *err, size_t errlen)
      * SKIP LOCKED claims under REPEATABLE READ fail with 40001. */
     /* synchronous_commit = off (opt-in): a commit lost in a server crash
      * only means a job runs again, which at-least-once allows. */
-    /* Behind a pooler in transaction mode neither setting would stay with
-     * us: host.c checks the isolation default at start-up instead, and the
-     * config refuses synchronous_commit = off there. */
+    /* enable_seqscan = off: a prepared statement's generic plan is made
+     * once, with the table sizes of that moment. Made on an empty queue it
+     * read jobs by sequential scan, and when a burst then filled the table
+     * each cycle scanned all of it (0.7 s per cycle at 300,000 rows, where
+     * 25 ms is normal). Every statement skipq runs here has an index for
+     * what it looks up; a handler's transaction (sq_job_conn) sets the
+     * server's default back for itself. jit = off with it: a plan that
+     * must still scan a one-row table sequentially costs over the JIT
+     * threshold with the scan disabled, and compiling it took 170 ms per
+     * statement. Short statements never gain from JIT anyway. */
+    /* Behind a pooler in transaction mode no setting would stay with us:
+     * host.c checks the isolation default at start-up instead, the config
+     * refuses synchronous_commit = off there, and unnamed statements are
+     * planned for the table as it is at each execution. */
     bool session = !h->cfg->pooled;
     if ((session && !sq_db_exec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
                                 err, errlen)) ||
+        (session && !sq_db_exec(conn, "SET enable_seqscan = off; SET jit = off", err, errlen)) ||
         (session && !h->cfg->synchronous_commit && !sq_db_exec(conn, "SET synchronous_commit = off", err, errlen)) ||
         !sq_queue_prepare(conn, err, errlen)) {
         PQfinish(conn);
@@ -553,13 +640,22 @@ static void pending_add(struct pending *p, struct sq_claimed *c, skipq_outcome o
     memset(c, 0, sizeof *c);
 }
 
-static void pending_report(struct sq_host *h, PGconn *conn, const struct pending *p)
+/* A retry recorded at `now` runs again after its delay: wake for it then. */
+static void note_retry(struct sq_worker *w, enum sq_complete r, int64_t delay_ms, int64_t now)
 {
+    if (r == SQ_COMPLETE_RETRY)
+        sq_group_due(w->host, w->group, now + delay_ms);
+}
+
+static void pending_report(struct sq_worker *w, PGconn *conn, const struct pending *p)
+{
+    int64_t now = sq_now_ms();
     for (size_t i = 0; i < p->o.n; i++) {
         enum sq_complete r = (enum sq_complete)p->applied[i];
         if (r == SQ_COMPLETE_FENCED && p->retried)
             r = already_recorded(conn, p->o.execs[i]);
-        log_outcome(h, conn, &p->jobs[i], r, p->o.errors[i] ? p->o.errors[i] : "");
+        log_outcome(w->host, conn, &p->jobs[i], r, p->o.errors[i] ? p->o.errors[i] : "");
+        note_retry(w, r, p->o.delays[i], now);
     }
 }
 
@@ -571,6 +667,7 @@ static void pending_flush_one_by_one(struct sq_worker *w, PGconn **connp, struct
         enum sq_complete r = complete_autocommit(w, connp, &p->jobs[i], (skipq_outcome)p->o.outcomes[i],
                                                  p->o.delays[i], p->o.errors[i]);
         log_outcome(w->host, *connp, &p->jobs[i], r, p->o.errors[i]);
+        note_retry(w, r, p->o.delays[i], sq_now_ms());
     }
     free_slots(w); /* before the strings the slots point to */
     pending_clear(p);
@@ -769,7 +866,7 @@ void *sq_worker_main(void *arg)
             sq_host_wait(h, NULL, 0, atomic_load(&h->poll_ms));
             continue;
         }
-        pending_report(h, conn, &pend);
+        pending_report(w, conn, &pend);
         free_slots(w); /* before the strings the slots point to */
         pending_clear(&pend);
         if (n == 0) {
@@ -877,18 +974,23 @@ static void apply_heartbeat(struct sq_host *h, struct hb_snapshot *s, bool ok, i
 
 /*
  * One retention round: for each status with an age set, delete batches
- * until one comes back short or a second has passed, so the heartbeat is
- * never held up for long. Only one host at a time deletes.
+ * until one comes back short or budget_ms has passed, so the heartbeat is
+ * never held up for long. Only one host at a time deletes. Returns whether
+ * it stopped on the budget with more to delete: the heartbeat thread then
+ * gives the next rounds half of each heartbeat interval instead of one
+ * second per retention interval, so deletion keeps pace with a high churn
+ * (one second every minute deletes only a few hundred jobs a second).
  */
-static void retention_round(struct sq_host *h, PGconn *conn)
+static bool retention_round(struct sq_host *h, PGconn *conn, int64_t budget_ms)
 {
     const struct sq_config *cfg = h->cfg;
     const struct {
         const char *status;
         int64_t age;
     } rules[] = {{"done", cfg->keep_done_ms}, {"dead", cfg->keep_dead_ms}, {"cancelled", cfg->keep_cancelled_ms}};
-    int64_t end = sq_now_ms() + 1000;
+    int64_t end = sq_now_ms() + budget_ms;
     char err[512];
+    bool behind = false;
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
         if (rules[i].age <= 0)
             continue;
@@ -899,14 +1001,16 @@ static void retention_round(struct sq_host *h, PGconn *conn)
             if (n > 0)
                 total += n;
         } while (n == cfg->retention_batch && sq_now_ms() < end);
+        behind = behind || n == cfg->retention_batch;
         if (n == -2)
             log_warn("retention: could not delete %s jobs: %s", rules[i].status, err);
         if (total > 0)
             log_info("retention: deleted %ld %s job(s) finished more than %" PRId64 "ms ago", total,
                      rules[i].status, rules[i].age);
         if (n == -1)
-            return; /* another host is at it */
+            return false; /* another host is at it */
     }
+    return behind;
 }
 
 /* The totals may lag now() by no more than the shortest retention age, so
@@ -968,6 +1072,7 @@ void *sq_heartbeat_main(void *arg)
     bool reported = false, registered = false, registry_warned = false, gone = false;
     char err[512];
     int64_t next = 0, next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
+    bool retention_behind = false;
     bool retention = h->cfg->keep_done_ms > 0 || h->cfg->keep_dead_ms > 0 || h->cfg->keep_cancelled_ms > 0;
     while (atomic_load(&h->running) > 0) {
         int64_t now = sq_now_ms();
@@ -1020,8 +1125,10 @@ void *sq_heartbeat_main(void *arg)
             registry_round(h, conn, &registered, &registry_warned);
             sq_sched_round(h, conn);
             if (retention && sq_now_ms() >= next_retention) {
-                retention_round(h, conn);
-                next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
+                /* Behind (the last round ran out of time with more to
+                 * delete): go on at every round, with half of it. */
+                retention_behind = retention_round(h, conn, retention_behind ? h->cfg->heartbeat_ms / 2 : 1000);
+                next_retention = retention_behind ? 0 : sq_now_ms() + h->cfg->retention_interval_ms;
             }
             sq_metrics_sample(h, conn);
         }

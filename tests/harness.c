@@ -205,10 +205,11 @@ char *th_host_ini(const struct th_db *db, const char *name, const char *host_ext
     char *buf = malloc(16384);
     int n = snprintf(buf, 16384,
                      "[database]\nurl = %s\n\n"
-                     "[host]\npoll_interval = 50ms\nlease = 3s\nheartbeat = 500ms\n%s"
+                     "[host]\n%slease = 3s\nheartbeat = 500ms\n%s"
                      "log_level = info\nname = %s\n%s\n"
                      "[plugin testkit]\npath = %s/testkit.so\n%s%s%s\n%s",
-                     db->conninfo, host_extra && strstr(host_extra, "shutdown_grace") ? "" : "shutdown_grace = 5s\n", name,
+                     db->conninfo, host_extra && strstr(host_extra, "poll_interval") ? "" : "poll_interval = 50ms\n",
+                     host_extra && strstr(host_extra, "shutdown_grace") ? "" : "shutdown_grace = 5s\n", name,
                      host_extra ? host_extra : "", SKIPQ_PLUGIN_DIR, ledger ? "ledger = " : "",
                      ledger ? ledger : "", ledger ? "\n" : "", extra ? extra : "");
     cr_assert_lt(n, 16384);

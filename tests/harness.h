@@ -47,8 +47,9 @@ const char *th_tmpdir(void);
 char *th_write_file(const char *name, const char *content);
 /*
  * The [database] section for db plus a [host] section with fast test timings
- * (poll 50ms, lease 3s, heartbeat 500ms, shutdown_grace 5s unless
- * host_extra sets it; host_extra may add other [host] keys)
+ * (poll 50ms, lease 3s, heartbeat 500ms, shutdown_grace 5s; poll_interval
+ * and shutdown_grace unless host_extra sets them; host_extra may add other
+ * [host] keys)
  * and the testkit plugin writing to `ledger` (may be NULL). `extra` is
  * appended verbatim (queues, kinds, other plugins). Returns the INI path.
  */

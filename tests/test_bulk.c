@@ -100,7 +100,7 @@ Test(bulk, cli_file_is_all_or_nothing, .timeout = 120)
 
     /* A bad line in the third batch: nothing from the first two stays.
      * Line 11000 holds job 11000 plus the 10 blank lines before it. */
-    th_execf(db.conn, "TRUNCATE skipq.jobs CASCADE");
+    th_execf(db.conn, "TRUNCATE skipq.jobs, skipq.job_executions");
     char *bad = write_lines("bad.ndjson", 12000, 11000, "{\"kind\": \"no spaces allowed\"}");
     cr_expect_eq(th_cli(NULL, &err, "enqueue", "--file", bad, "--db", db.conninfo, NULL), 2, "%s", err);
     char where[700];

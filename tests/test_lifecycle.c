@@ -9,9 +9,11 @@
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -284,6 +286,110 @@ Test(lifecycle, delayed_job_waits_for_run_at, .timeout = 120)
                 id);
 }
 
+/* ---- due times: delayed jobs and retries start when due, not at the next poll --------- */
+
+/* With a 30 s poll, anything that starts within a few seconds of its run_at
+ * was woken for it. */
+#define SLOW_POLL "poll_interval = 30s\n"
+#define WOKEN_WITHIN_MS 5000.0
+
+/* Wait until the host's listener has logged that it listens: a delayed job
+ * enqueued before that is announced to nobody. */
+static void wait_listening(const char *ini)
+{
+    for (int i = 0; i < 300; i++) {
+        char *log = th_host_log(ini);
+        bool up = log && strstr(log, "listening for new jobs");
+        free(log);
+        if (up)
+            return;
+        usleep(100000);
+    }
+    if (current_host > 0)
+        th_host_stop(current_host, 5000);
+    current_host = 0;
+    cr_assert_fail("the host never logged that it listens; see %s.log", ini);
+}
+
+Test(due, delayed_job_starts_when_due_not_at_next_poll, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char *ini = th_host_ini(&db, "due-delayed", SLOW_POLL, NULL, "[queue default]\nthreads = 2\n");
+    pid_t pid = start_host(ini);
+    wait_listening(ini);
+    long long id = th_scalar(db.conn, "SELECT skipq.enqueue('test', run_at => now() + interval '1500 milliseconds')");
+    wait_status(db.conn, id, "done", ini);
+    stop_host(db.conn, pid, ini);
+    double late = ms_between(db.conn, "j.run_at", "e1.started_at", id);
+    cr_expect_geq(late, 0, "the delayed job started %.1f ms before its run_at", -late);
+    cr_expect_lt(late, WOKEN_WITHIN_MS, "the delayed job started %.1f ms after its run_at: found by the poll", late);
+}
+
+Test(due, retry_starts_when_due_not_at_next_poll, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char *ini = th_host_ini(&db, "due-retry", SLOW_POLL, NULL,
+                            "[queue default]\nthreads = 2\n\n[kind test]\nbackoff_base = 400ms\nbackoff_cap = 400ms\n");
+    pid_t pid = start_host(ini);
+    wait_listening(ini);
+    int64_t id = th_enqueue(db.conn, "test", "{\"fail_times\": 2}", NULL, 0, 5);
+    wait_status(db.conn, id, "done", ini);
+    stop_host(db.conn, pid, ini);
+    cr_expect_eq(th_scalarf(db.conn, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 3);
+    double gap1 = ms_between(db.conn, "e1.finished_at", "e2.started_at", id);
+    double gap2 = ms_between(db.conn, "e2.finished_at", "e3.started_at", id);
+    cr_expect_geq(gap1, 200 - 20, "first retry after %.1f ms, before its backoff", gap1);
+    cr_expect_lt(gap1, WOKEN_WITHIN_MS, "first retry after %.1f ms: found by the poll", gap1);
+    cr_expect_lt(gap2, WOKEN_WITHIN_MS, "second retry after %.1f ms: found by the poll", gap2);
+}
+
+/* ---- plans that outlive the table size they were made for -------------------------------- */
+
+/*
+ * A host that has idled on an empty queue has its statements planned for
+ * an empty table; a burst must still be read by index. (A generic plan
+ * made on the empty table scanned all of skipq.jobs in every cycle: 0.7 s
+ * per cycle at 300,000 rows, and a drain that all but stopped.)
+ */
+Test(lifecycle, burst_after_idle_reads_jobs_by_index, .timeout = 180)
+{
+    struct th_db db;
+    th_db_new(&db);
+    /* No autovacuum on jobs here: its ANALYZE would refresh the statistics
+     * this test needs stale, and its VACUUM summarizes new BRIN ranges
+     * (jobs_finished_brin) by a heap scan that seq_scan counts too. */
+    th_execf(db.conn, "ALTER TABLE skipq.jobs SET (autovacuum_enabled = false)");
+    char *ini = th_host_ini(&db, "burst", NULL, NULL, "[queue default]\nthreads = 2\nbatch = 200\n");
+    pid_t pid = start_host(ini);
+    wait_listening(ini);
+    /* Small jobs one at a time: every statement runs often enough on the
+     * near-empty table for PostgreSQL to settle on its generic plan. */
+    for (int i = 0; i < 12; i++)
+        wait_status(db.conn, th_enqueue(db.conn, "test", "{}", NULL, 0, 0), "done", ini);
+    usleep(500000);
+    /* This session's own counters (the migrations' scans) go in first. */
+    th_execf(db.conn, "SELECT pg_stat_force_next_flush()");
+    th_execf(db.conn, "SELECT 1");
+    th_execf(db.conn, "SELECT pg_stat_reset_single_table_counters('skipq.jobs'::regclass)");
+    th_execf(db.conn, "SELECT count(skipq.enqueue('test')) FROM generate_series(1, 20000)");
+    long long done = th_wait_scalar(db.conn, 20012, 120000,
+                                    "SELECT count(*) FROM skipq.job_executions WHERE status = 'done'");
+    current_host = 0;
+    cr_expect_eq(th_host_stop(pid, 15000), 0, "host did not stop cleanly; see %s.log", ini);
+    cr_assert_eq(done, 20012, "the burst was not drained; see %s.log", ini);
+    /* The host's sessions have ended, so their counters are in (read before
+     * the invariant checks, which scan the table themselves). */
+    usleep(200000);
+    th_execf(db.conn, "SELECT pg_stat_clear_snapshot()");
+    long long scans =
+        th_scalar(db.conn, "SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'skipq.jobs'::regclass");
+    cr_expect_eq(scans, 0, "skipq.jobs was read by sequential scan %lld times while draining the burst", scans);
+    th_assert_clean_log(ini);
+    th_check_invariants(db.conn);
+}
+
 /* ---- routing ---------------------------------------------------------------------------------- */
 
 Test(routing, unregistered_kind_is_never_claimed, .timeout = 120)
@@ -358,7 +464,11 @@ Test(lifecycle, txn_effects_commit_with_done_and_roll_back_on_failure, .timeout 
 {
     struct th_db db;
     th_db_new(&db);
-    PQclear(th_query(db.conn, "CREATE TABLE public.testkit_effects (job_id bigint, execution_id bigint)"));
+    /* planner: the settings the handler's statements were planned with
+     * (the host's own, enable_seqscan and jit off, must not reach them). */
+    PQclear(th_query(db.conn, "CREATE TABLE public.testkit_effects (job_id bigint, execution_id bigint,"
+                              " planner text DEFAULT current_setting('enable_seqscan') || '/'"
+                              " || current_setting('jit'))"));
     int64_t ok = th_enqueue(db.conn, "test", "{\"txn\": true}", NULL, 0, 0);
     int64_t bad = th_enqueue(db.conn, "test", "{\"txn\": true, \"fail\": \"x\", \"retry_in_ms\": 10}", NULL, 0, 2);
     char *ini = th_host_ini(&db, "txn", NULL, NULL, "[queue default]\nthreads = 2\n");
@@ -369,6 +479,7 @@ Test(lifecycle, txn_effects_commit_with_done_and_roll_back_on_failure, .timeout 
 
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM public.testkit_effects WHERE job_id = %" PRId64, ok), 1,
                  "a done transactional job should leave exactly one effects row");
+    expect_text(db.conn, "on/on", "SELECT planner FROM public.testkit_effects WHERE job_id = %" PRId64, ok);
     cr_expect_eq(th_scalarf(db.conn,
                             "SELECT count(*) FROM public.testkit_effects f JOIN skipq.job_executions e"
                             " ON e.id = f.execution_id AND e.job_id = f.job_id JOIN skipq.jobs j"

@@ -273,7 +273,7 @@ Test(pooler, named_statement_on_another_session_fails, .timeout = 60)
     int r = sq_queue_claim(b, "default", "{test}", "{30000}", "demo", 1, out, err, sizeof err);
     pthread_join(t, NULL);
     cr_assert_eq(r, -1, "the claim ran on a session without the prepared statement");
-    cr_assert_not_null(strstr(err, "prepared statement \"sq_cycle\" does not exist"), "got: %s", err);
+    cr_assert_not_null(strstr(err, "prepared statement \"sq_claim\" does not exist"), "got: %s", err);
 
     sq_queue_use_unnamed(true);
     r = sq_queue_claim(b, "default", "{test}", "{30000}", "demo", 1, out, err, sizeof err);

@@ -4,6 +4,7 @@
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -46,6 +47,33 @@ Test(retention, old_finished_jobs_go_with_their_executions, .timeout = 120)
                                     " WHERE NOT EXISTS (SELECT 1 FROM skipq.jobs j WHERE j.id = e.job_id)"),
                  0, "executions outlived their jobs");
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 10 + 5 + 4);
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
+}
+
+/* More to delete than one round may take: the host goes on at its next
+ * heartbeat rounds instead of waiting for the next retention interval. */
+Test(retention, a_host_behind_catches_up_before_the_next_interval, .timeout = 180)
+{
+    struct th_db db;
+    th_db_new(&db);
+    finished_jobs(db.conn, 10000, "done", "2 hours", "old.done");
+    /* Batches of 10 with a one-second budget: the first round cannot
+     * delete them all; the next one is due 30 s later. */
+    char *ini = th_host_ini(&db, "catch-up", NULL, NULL,
+                            "[queue default]\nthreads = 1\nkinds = test\n\n"
+                            "[retention]\ndone = 1h\ninterval = 30s\nbatch = 10\n");
+    pid_t pid = th_host_start(ini);
+    long long left = 10000;
+    for (int i = 0; i < 600 && left == 10000; i++) { /* the first round, about 30 s in */
+        usleep(100000);
+        left = th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs");
+    }
+    cr_assert_lt(left, 10000, "retention never started; see %s.log", ini);
+    cr_expect_eq(th_wait_scalar(db.conn, 0, 25000, "SELECT count(*) FROM skipq.jobs"), 0,
+                 "retention did not catch up before its next interval; see %s.log", ini);
+    cr_expect_eq(th_host_stop(pid, 10000), 0);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 0, "executions outlived their jobs");
     th_check_invariants(db.conn);
     th_assert_clean_log(ini);
 }

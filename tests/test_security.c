@@ -123,15 +123,19 @@ Test(security, privilege_matrix, .timeout = 120)
     PQfinish(w);
 
     /* ...and a host running as the worker role does its whole job. */
-    th_enqueue(db.conn, "test", "{\"fail_times\": 1, \"retry_in_ms\": 10}", NULL, 0, 3);
+    int64_t retried = th_enqueue(db.conn, "test", "{\"fail_times\": 1, \"retry_in_ms\": 10}", NULL, 0, 3);
     struct th_db as_worker = db;
     int n = snprintf(as_worker.conninfo, sizeof as_worker.conninfo, "%s user=%s", db.conninfo, role);
     cr_assert_lt(n, (int)sizeof as_worker.conninfo);
     char *ini = th_host_ini(&as_worker, "roles", NULL, NULL, "[queue default]\nthreads = 2\n");
     pid_t pid = th_host_start(ini);
-    cr_expect_eq(th_wait_scalar(db.conn, 2, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 2,
+    /* Three jobs: the enqueuer's, the bulk role's, and one that fails once. */
+    cr_expect_eq(th_wait_scalar(db.conn, 3, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 3,
                  "the worker role could not run the jobs");
     cr_expect_eq(th_host_stop(pid, 15000), 0);
+    long long attempts =
+        th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %lld", (long long)retried);
+    cr_expect_eq(attempts, 2, "the worker role could not record the failed attempt and its retry");
     th_assert_clean_log(ini);
 }
 
