@@ -62,6 +62,7 @@
 
 #define MAX_HOSTS 64
 #define MAX_AGING 16
+#define MAX_REPEAT 15
 #define COPY_BATCH 10000
 #define AGING_CHUNK 500000
 #define NAIVE_MAX 2000
@@ -85,6 +86,7 @@ static struct {
     unsigned modes;
     long jobs, threads, hosts, batch, latency_jobs, ceiling_seconds, timeout_s;
     long churn_minutes, churn_rate, churn_report_s, churn_retain_s;
+    long repeat; /* drains per drain/aging measurement; the median is reported */
     long aging_rows[MAX_AGING];
     int naging;
     const char *json_path;
@@ -104,6 +106,7 @@ static struct {
     .churn_retain_s = 60,
     .aging_rows = {0, 1000000},
     .naging = 2,
+    .repeat = 1,
 };
 
 /* ---- global state (for cleanup) --------------------------------------------------- */
@@ -142,6 +145,8 @@ struct drain_result {
     /* what else the server did meanwhile (to explain an outlier) */
     long autovacuums, autoanalyzes, checkpoints;
     int vacuum_seen; /* polls that saw a (auto)vacuum running on the bench database */
+    int nruns;       /* --repeat: this is the median run of nruns; runs[] are all of them */
+    double runs[MAX_REPEAT];
 };
 
 static struct {
@@ -157,6 +162,7 @@ static struct {
     bool latency_ran;
     long lat_jobs, lat_matched, lat_ledger_lines;
     double lat_min, lat_p50, lat_p95, lat_p99, lat_max, lat_mean, lat_db_p50;
+    double rtt_idle_p50, rtt_busy_p50; /* SELECT 1 after LATENCY_GAP_MS of quiet / back to back */
     bool ceiling_ran;
     long ceiling_tx;
     double ceiling_s, ceiling_tx_per_s;
@@ -752,6 +758,44 @@ static void drain_run(struct drain_result *out, long n, const char *label)
     out->ran = true;
 }
 
+static int cmp_drain(const void *a, const void *b)
+{
+    double x = ((const struct drain_result *)a)->jobs_per_s, y = ((const struct drain_result *)b)->jobs_per_s;
+    return x < y ? -1 : x > y;
+}
+
+/* --repeat: the same drain opt.repeat times over the same history (the jobs
+ * of a run are deleted, with their executions, before the next), reporting
+ * the median run. One drain of 20,000 jobs lasts about half a second, so a
+ * single figure swings with whatever else the machine does at that moment. */
+static void drain_measure(struct drain_result *out, long n, const char *label)
+{
+    static struct drain_result all[MAX_REPEAT];
+    long long base = scalar("SELECT coalesce(max(id), 0) FROM skipq.jobs", 0, NULL);
+    char b[32];
+    snprintf(b, sizeof b, "%lld", base);
+    const char *p[1] = {b};
+    bool every = true;
+    for (long i = 0; i < opt.repeat; i++) {
+        if (i > 0) {
+            PQclear(query(g.conn, "DELETE FROM skipq.jobs WHERE id > $1::bigint", 1, p));
+            cmd("VACUUM skipq.job_executions");
+        }
+        drain_run(&all[i], n, label);
+        every = every && all[i].exactly_once;
+        if (opt.repeat > 1)
+            note("%s: run %ld of %ld: %.0f jobs/s", label, i + 1, opt.repeat, all[i].jobs_per_s);
+    }
+    double runs[MAX_REPEAT];
+    for (long i = 0; i < opt.repeat; i++)
+        runs[i] = all[i].jobs_per_s;
+    qsort(all, (size_t)opt.repeat, sizeof all[0], cmp_drain);
+    *out = all[(opt.repeat - 1) / 2];
+    out->nruns = (int)opt.repeat;
+    memcpy(out->runs, runs, sizeof runs);
+    out->exactly_once = every;
+}
+
 static void print_drain_line(const char *label, const struct drain_result *d)
 {
     printf("%s: %ld jobs, %ld host(s) x %ld thread(s), batch %ld: %.0f jobs/s (db %.3f s); wall %.3f s from host "
@@ -759,6 +803,12 @@ static void print_drain_line(const char *label, const struct drain_result *d)
            label, d->jobs, opt.hosts, opt.threads, opt.batch, d->jobs_per_s, d->db_seconds, d->wall_seconds,
            d->wall_jobs_per_s, d->claims, d->jobs_per_claim, d->exactly_once ? "yes" : "NO",
            d->hosts_exit_ok ? "" : " (a host did not exit cleanly)");
+    if (d->nruns > 1) {
+        printf("    median of %d runs (jobs/s, in order):", d->nruns);
+        for (int i = 0; i < d->nruns; i++)
+            printf(" %.0f", d->runs[i]);
+        printf("\n");
+    }
     if (d->autovacuums || d->autoanalyzes || d->checkpoints || d->vacuum_seen)
         printf("    meanwhile on the server: %ld autovacuum(s), %ld autoanalyze(s) of skipq tables finished, "
                "%ld checkpoint(s), a vacuum running at %d of the %d ms polls\n",
@@ -816,26 +866,26 @@ static void mode_enqueue(void)
 {
     long n = opt.jobs;
 
-    cmd("TRUNCATE skipq.jobs CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions");
     int64_t t0 = now_ns();
     enqueue_set_based(n, "noop");
     R.set_s = secs_since(t0);
 
-    cmd("TRUNCATE skipq.jobs CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions");
     t0 = now_ns();
     copy_enqueue(n);
     R.copy_s = secs_since(t0);
     if (scalar("SELECT count(*) FROM skipq.jobs", 0, NULL) != n)
         die("COPY enqueue: wrong number of rows");
 
-    cmd("TRUNCATE skipq.jobs CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions");
     t0 = now_ns();
     enqueue_many_batches(n);
     R.many_s = secs_since(t0);
     if (scalar("SELECT count(*) FROM skipq.jobs", 0, NULL) != n)
         die("enqueue_many: wrong number of rows");
 
-    cmd("TRUNCATE skipq.jobs CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions");
     long naive = n < NAIVE_MAX ? n : NAIVE_MAX;
     PGresult *r = PQprepare(g.conn, "bench_enqueue", "SELECT skipq.enqueue($1::text)", 1, NULL);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
@@ -854,7 +904,7 @@ static void mode_enqueue(void)
     R.naive_s = secs_since(t0);
     if (scalar("SELECT count(*) FROM skipq.jobs", 0, NULL) != naive)
         die("naive enqueue: wrong number of rows");
-    cmd("TRUNCATE skipq.jobs CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions");
 
     R.enq_jobs = n;
     R.naive_jobs = naive;
@@ -870,10 +920,10 @@ static void mode_enqueue(void)
 
 static void mode_drain(void)
 {
-    cmd("TRUNCATE skipq.jobs CASCADE");
-    drain_run(&R.drain, opt.jobs, "drain");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions");
+    drain_measure(&R.drain, opt.jobs, "drain");
     print_drain_line("drain", &R.drain);
-    cmd("TRUNCATE skipq.jobs CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions");
 }
 
 /* ---- mode: latency ------------------------------------------------------------------------ */
@@ -908,10 +958,41 @@ static double percentile(const double *v, long n, double pct)
     return v[k - 1];
 }
 
+/*
+ * The floor under the latency figure: one trivial round trip to a server
+ * session that has been idle for the same gap as the probe jobs, and the
+ * same back to back. Waking an idle backend (and, on a virtual machine, the
+ * CPU it sleeps on) is part of every wake-up; a job start needs at least
+ * one such round trip, the claim.
+ */
+static void measure_rtt(void)
+{
+    enum { N = 200 };
+    static double idle[N], busy[N];
+    PGconn *c = connect_or_die(g.conninfo);
+    PQclear(query(c, "SELECT 1", 0, NULL));
+    for (int i = 0; i < N; i++) {
+        sleep_ms(LATENCY_GAP_MS);
+        int64_t t0 = now_ns();
+        PQclear(query(c, "SELECT 1", 0, NULL));
+        idle[i] = (double)(now_ns() - t0) / 1e6;
+    }
+    for (int i = 0; i < N; i++) {
+        int64_t t0 = now_ns();
+        PQclear(query(c, "SELECT 1", 0, NULL));
+        busy[i] = (double)(now_ns() - t0) / 1e6;
+    }
+    PQfinish(c);
+    qsort(idle, N, sizeof idle[0], cmp_double);
+    qsort(busy, N, sizeof busy[0], cmp_double);
+    R.rtt_idle_p50 = percentile(idle, N, 50);
+    R.rtt_busy_p50 = percentile(busy, N, 50);
+}
+
 static void mode_latency(void)
 {
     long n = opt.latency_jobs;
-    cmd("TRUNCATE skipq.jobs CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions");
     char ini[256], ledger[256], log[256], body[4096];
     snprintf(ini, sizeof ini, "%s/latency.ini", g.dir);
     snprintf(ledger, sizeof ledger, "%s/latency-ledger.txt", g.dir);
@@ -1016,12 +1097,15 @@ static void mode_latency(void)
     free(lat);
     free(seen);
     free(recs);
-    cmd("TRUNCATE skipq.jobs CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions");
     printf("latency: %ld jobs %d ms apart, 1 host x %ld thread(s), batch 1, poll_interval 1s: "
            "p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, max %.1f ms (min %.1f, mean %.1f; db-clock p50 %.1f ms); "
            "matched %ld/%ld, ledger lines %ld\n",
            n, LATENCY_GAP_MS, opt.threads, R.lat_p50, R.lat_p95, R.lat_p99, R.lat_max, R.lat_min, R.lat_mean,
            R.lat_db_p50, matched, n, lines);
+    measure_rtt();
+    printf("latency: SELECT 1 round trip p50 %.3f ms to a session idle for %d ms, %.3f ms back to back\n",
+           R.rtt_idle_p50, LATENCY_GAP_MS, R.rtt_busy_p50);
     fflush(stdout);
 }
 
@@ -1132,7 +1216,7 @@ static void mode_ceiling(void)
 
 static void aging_load(long rows)
 {
-    cmd("TRUNCATE skipq.jobs RESTART IDENTITY CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions RESTART IDENTITY");
     for (long lo = 1; lo <= rows; lo += AGING_CHUNK) {
         long hi = lo + AGING_CHUNK - 1 < rows ? lo + AGING_CHUNK - 1 : rows;
         char a[32], b[32];
@@ -1183,7 +1267,7 @@ static void mode_aging(void)
         R.aging[i].exec_bytes = scalar("SELECT pg_total_relation_size('skipq.job_executions')", 0, NULL);
         char label[64];
         snprintf(label, sizeof label, "aging-%ld", rows);
-        drain_run(&R.aging[i].d, opt.jobs, label);
+        drain_measure(&R.aging[i].d, opt.jobs, label);
         R.naging = i + 1;
         printf("aging: %ld finished jobs in the tables (loaded in %.1f s; skipq.jobs %.1f MB, skipq.job_executions "
                "%.1f MB): ",
@@ -1192,7 +1276,7 @@ static void mode_aging(void)
         print_drain_line("drain", &R.aging[i].d);
     }
     R.aging_ran = true;
-    cmd("TRUNCATE skipq.jobs RESTART IDENTITY CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions RESTART IDENTITY");
 }
 
 /* ---- mode: churn ---------------------------------------------------------------------------- */
@@ -1246,7 +1330,7 @@ static void print_churn_line(const struct churn_report *c)
  */
 static void mode_churn(void)
 {
-    cmd("TRUNCATE skipq.jobs RESTART IDENTITY CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions RESTART IDENTITY");
     char ini[256], body[4096];
     snprintf(ini, sizeof ini, "%s/churn.ini", g.dir);
     long batch = opt.churn_rate * 2 < 5000 ? 5000 : opt.churn_rate * 2;
@@ -1307,7 +1391,7 @@ static void mode_churn(void)
            sent, last->at_s, (double)opt.churn_rate, (double)sent / last->at_s, (double)churn_total(half) / 1048576.0,
            half->at_s, (double)churn_total(last) / 1048576.0, R.churn_growth * 100.0);
     R.churn_ran = true;
-    cmd("TRUNCATE skipq.jobs RESTART IDENTITY CASCADE");
+    cmd("TRUNCATE skipq.jobs, skipq.job_executions RESTART IDENTITY");
 }
 
 /* ---- report --------------------------------------------------------------------------------- */
@@ -1356,6 +1440,13 @@ static void json_drain(FILE *f, const struct drain_result *d)
     json_num(f, d->jobs_per_claim, 2);
     fprintf(f, ", \"exactly_once\": %s, \"hosts_exit_ok\": %s", d->exactly_once ? "true" : "false",
             d->hosts_exit_ok ? "true" : "false");
+    fputs(", \"runs_jobs_per_s\": [", f);
+    for (int i = 0; i < d->nruns; i++) {
+        if (i)
+            fputs(", ", f);
+        json_num(f, d->runs[i], 1);
+    }
+    fputs("]", f);
     fprintf(f, ", \"during\": {\"autovacuums\": %ld, \"autoanalyzes\": %ld, \"checkpoints\": %ld, "
                "\"polls_seeing_vacuum\": %d}}",
             d->autovacuums, d->autoanalyzes, d->checkpoints, d->vacuum_seen);
@@ -1365,8 +1456,8 @@ static void write_json(FILE *f)
 {
     fputs("{\n  \"params\": {", f);
     fprintf(f, "\"jobs\": %ld, \"threads\": %ld, \"hosts\": %ld, \"batch\": %ld, \"latency_jobs\": %ld, "
-               "\"ceiling_seconds\": %ld, \"aging_rows\": [",
-            opt.jobs, opt.threads, opt.hosts, opt.batch, opt.latency_jobs, opt.ceiling_seconds);
+               "\"ceiling_seconds\": %ld, \"repeat\": %ld, \"aging_rows\": [",
+            opt.jobs, opt.threads, opt.hosts, opt.batch, opt.latency_jobs, opt.ceiling_seconds, opt.repeat);
     for (int i = 0; i < opt.naging; i++)
         fprintf(f, "%s%ld", i ? ", " : "", opt.aging_rows[i]);
     fputs("], \"modes\": [", f);
@@ -1429,6 +1520,10 @@ static void write_json(FILE *f)
         json_num(f, R.lat_mean, 3);
         fputs(", \"db_clock_p50_ms\": ", f);
         json_num(f, R.lat_db_p50, 3);
+        fputs(", \"select1_idle_p50_ms\": ", f);
+        json_num(f, R.rtt_idle_p50, 3);
+        fputs(", \"select1_back_to_back_p50_ms\": ", f);
+        json_num(f, R.rtt_busy_p50, 3);
         fputc('}', f);
     }
     if (R.ceiling_ran) {
@@ -1512,6 +1607,8 @@ static void print_table(void)
         row("latency", "enqueue commit -> handler start, p50", "%.1f ms", R.lat_p50);
         row("latency", "p95 / p99 / max", "%.1f / %.1f / %.1f ms", R.lat_p95, R.lat_p99, R.lat_max);
         row("latency", "jobs matched in the ledger", "%ld / %ld", R.lat_matched, R.lat_jobs);
+        row("latency", "SELECT 1 p50, idle session / back to back", "%.3f / %.3f ms", R.rtt_idle_p50,
+            R.rtt_busy_p50);
     }
     if (R.ceiling_ran) {
         row("ceiling", "single-row autocommit UPDATEs", "%.0f tx/s", R.ceiling_tx_per_s);
@@ -1542,7 +1639,7 @@ static const char USAGE[] =
     "usage: skipq-bench [--db CONNINFO] [--modes enqueue,drain,latency,ceiling,aging,churn] [--jobs N]\n"
     "                   [--threads T] [--hosts H] [--batch B] [--latency-jobs N] [--ceiling-seconds S]\n"
     "                   [--aging-rows R1,R2,...] [--churn-minutes M] [--churn-rate N] [--churn-report S]\n"
-    "                   [--churn-retain S] [--json FILE] [--timeout S] [--keep]\n"
+    "                   [--churn-retain S] [--repeat N] [--json FILE] [--timeout S] [--keep]\n"
     "\n"
     "  --db CONNINFO        server to use (URI or conninfo; needs CREATEDB). Default: start a\n"
     "                       throwaway PostgreSQL with scripts/pg.sh under /tmp/skipq-bench-PID\n"
@@ -1559,6 +1656,7 @@ static const char USAGE[] =
     "  --churn-rate N       jobs/s enqueued during the churn run (default 5000)\n"
     "  --churn-report S     seconds between size reports in the churn run (default 60)\n"
     "  --churn-retain S     [retention] done/dead age in the churn run, seconds (default 60)\n"
+    "  --repeat N           drains per drain/aging measurement, median reported (default 1)\n"
     "  --json FILE          also write the JSON report to FILE\n"
     "  --timeout S          give up when a drain takes longer (default 600)\n"
     "  --keep               keep the work directory (INI files, host logs, ledger)\n"
@@ -1581,7 +1679,7 @@ static long parse_long(const char *name, const char *s, long min, long max)
 static void parse_args(int argc, char **argv)
 {
     enum { O_DB = 256, O_MODES, O_JOBS, O_THREADS, O_HOSTS, O_BATCH, O_LAT, O_CEIL, O_AGING, O_JSON, O_TIMEOUT, O_KEEP,
-           O_CHURN_MIN, O_CHURN_RATE, O_CHURN_REPORT, O_CHURN_RETAIN };
+           O_CHURN_MIN, O_CHURN_RATE, O_CHURN_REPORT, O_CHURN_RETAIN, O_REPEAT };
     static const struct option longopts[] = {
         {"db", required_argument, NULL, O_DB},
         {"modes", required_argument, NULL, O_MODES},
@@ -1599,6 +1697,7 @@ static void parse_args(int argc, char **argv)
         {"churn-rate", required_argument, NULL, O_CHURN_RATE},
         {"churn-report", required_argument, NULL, O_CHURN_REPORT},
         {"churn-retain", required_argument, NULL, O_CHURN_RETAIN},
+        {"repeat", required_argument, NULL, O_REPEAT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1684,6 +1783,9 @@ static void parse_args(int argc, char **argv)
             break;
         case O_CHURN_RETAIN:
             opt.churn_retain_s = parse_long("--churn-retain", optarg, 1, 86400);
+            break;
+        case O_REPEAT:
+            opt.repeat = parse_long("--repeat", optarg, 1, MAX_REPEAT);
             break;
         case 'h':
             fputs(USAGE, stdout);
