@@ -515,8 +515,9 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
         goto out;
     }
     const char *params[10] = {queue, kinds_array, leases_array, worker, lim, ids, execs, outcomes, delays, errors};
-    const char *stmt = limited ? "sq_cycle_limited" : done->n == 0 ? "sq_claim" : "sq_cycle";
-    PGresult *res = run_stmt(conn, stmt, strcmp(stmt, "sq_claim") == 0 ? 5 : 10, params);
+    bool claim_only = !limited && done->n == 0; /* sq_claim takes $1-$5 */
+    const char *stmt = limited ? "sq_cycle_limited" : claim_only ? "sq_claim" : "sq_cycle";
+    PGresult *res = run_stmt(conn, stmt, claim_only ? 5 : 10, params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);
