@@ -5,8 +5,14 @@
  * Counter values are asserted exactly: the jobs' outcomes are known in
  * advance (testkit payloads), and a scrape is polled with a deadline only
  * until the last outcome has been counted, never timed.
+ *
+ * Slow clients -- connections that trickle a header that never ends, or send
+ * nothing -- must not keep /healthz from answering, whether they come from
+ * the prober's own address or fill every slot from several.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -397,5 +403,183 @@ Test(metrics, cancelled_and_lost_are_counted, .timeout = 120)
     free(text);
     cr_expect_eq(th_host_stop(pid, 15000), 0);
     th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
+}
+
+/* ---- slow clients ------------------------------------------------------------------------ */
+
+/* How long the server lets a connection take over one request (metrics.c). */
+#define DEADLINE_MS 5000
+
+struct slow {
+    int fd;
+    bool trickle;   /* sends a byte of an endless header each round; else nothing */
+    size_t sent;
+    int64_t opened;
+    int64_t closed; /* 0: still open */
+};
+
+/* A connection to 127.0.0.1:port from source address `from`. */
+static void slow_open(struct slow *s, int port, const char *from, bool trickle)
+{
+    s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(s->fd, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    cr_assert_eq(inet_pton(AF_INET, from, &src.sin_addr), 1);
+    cr_assert_eq(bind(s->fd, (struct sockaddr *)&src, sizeof src), 0, "bind %s: %s", from, strerror(errno));
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(s->fd, (struct sockaddr *)&dst, sizeof dst), 0, "connect: %s", strerror(errno));
+    s->trickle = trickle;
+    s->sent = 0;
+    s->opened = th_now_ms();
+    s->closed = 0;
+}
+
+/* One round: each trickler sends one more byte; note which were closed. */
+static void slow_round(struct slow *s, int n)
+{
+    static const char start[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n", more[] = "X-Slow: yes\r\n";
+    for (int i = 0; i < n; i++) {
+        if (s[i].closed)
+            continue;
+        char buf[512];
+        ssize_t r = recv(s[i].fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            s[i].closed = th_now_ms();
+            continue;
+        }
+        if (!s[i].trickle)
+            continue;
+        size_t k = s[i].sent++;
+        char c = k < sizeof start - 1 ? start[k] : more[(k - (sizeof start - 1)) % (sizeof more - 1)];
+        if (send(s[i].fd, &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)
+            s[i].closed = th_now_ms();
+    }
+}
+
+static int slow_alive(const struct slow *s, int n)
+{
+    int alive = 0;
+    for (int i = 0; i < n; i++)
+        alive += s[i].closed == 0;
+    return alive;
+}
+
+/* GET /healthz with curl while the slow clients go on trickling every
+ * 100 ms; the HTTP status (0: no answer within 10 s) and how long it took. */
+static int healthz_while_trickling(int port, struct slow *s, int n, int64_t *took)
+{
+    char out[600], cmd[1400];
+    snprintf(out, sizeof out, "%s/trickle-healthz.code", th_tmpdir());
+    snprintf(cmd, sizeof cmd, "curl -s -m 10 -o /dev/null -w '%%{http_code}' 'http://127.0.0.1:%d/healthz' > '%s'",
+             port, out);
+    int64_t start = th_now_ms();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    while (th_wait_exit(pid, 100) == -1)
+        slow_round(s, n);
+    *took = th_now_ms() - start;
+    FILE *f = fopen(out, "r");
+    char code[16] = "";
+    if (f) {
+        if (!fgets(code, sizeof code, f))
+            code[0] = '\0';
+        fclose(f);
+    }
+    return atoi(code);
+}
+
+/* Trickle until every slow client is closed (or 15 s pass); the longest
+ * any of them lived. */
+static int64_t slow_until_closed(struct slow *s, int n)
+{
+    for (int64_t end = th_now_ms() + 15000; slow_alive(s, n) > 0 && th_now_ms() < end; usleep(100 * 1000))
+        slow_round(s, n);
+    int64_t longest = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t lived = (s[i].closed ? s[i].closed : th_now_ms()) - s[i].opened;
+        longest = lived > longest ? lived : longest;
+        close(s[i].fd);
+    }
+    return longest;
+}
+
+/* A host with [metrics] whose /healthz already answers 200; its port. */
+static int healthy_host(struct th_db *db, const char *name, pid_t *pid, char **ini)
+{
+    th_db_new(db);
+    int port = free_port();
+    *ini = metrics_ini(db, name, port, "[queue default]\n");
+    *pid = th_host_start(*ini);
+    int status = 0;
+    for (int64_t end = th_now_ms() + 20000; status != 200 && th_now_ms() < end; usleep(100 * 1000))
+        free(http_get(port, "/healthz", &status));
+    cr_assert_eq(status, 200, "healthz never became ok");
+    return port;
+}
+
+Test(metrics, slow_clients_from_the_probers_own_address_do_not_keep_healthz_from_answering, .timeout = 120)
+{
+    struct th_db db;
+    pid_t pid;
+    char *ini;
+    int port = healthy_host(&db, "slow", &pid, &ini);
+    /* 40 connections from 127.0.0.1, like the prober: half trickle a header
+     * that never ends, half send nothing */
+    struct slow s[40];
+    for (int i = 0; i < 40; i++)
+        slow_open(&s[i], port, "127.0.0.1", i % 2 == 0);
+    for (int r = 0; r < 10; r++, usleep(100 * 1000))
+        slow_round(s, 40);
+    cr_expect_leq(slow_alive(s, 40), 8, "%d connections from one address still open", slow_alive(s, 40));
+
+    int64_t took = 0;
+    int status = healthz_while_trickling(port, s, 40, &took);
+    cr_expect_eq(status, 200, "healthz answered %d after %lld ms", status, (long long)took);
+    cr_expect_lt(took, 3000, "healthz took %lld ms", (long long)took);
+    cr_log_info("healthz beside 40 slow clients from its address: %d in %lld ms", status, (long long)took);
+
+    /* the survivors are cut at the deadline, however busy they keep */
+    int64_t longest = slow_until_closed(s, 40);
+    cr_expect_eq(slow_alive(s, 40), 0);
+    cr_expect_leq(longest, DEADLINE_MS + 1500, "a slow client lived %lld ms", (long long)longest);
+    cr_expect_geq(longest, DEADLINE_MS - 500, "the newest slow clients were cut early (%lld ms)", (long long)longest);
+    cr_log_info("the last slow client was cut after %lld ms", (long long)longest);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+    th_assert_clean_log(ini);
+}
+
+Test(metrics, a_server_full_of_slow_clients_answers_healthz_within_the_deadline, .timeout = 120)
+{
+    struct th_db db;
+    pid_t pid;
+    char *ini;
+    int port = healthy_host(&db, "full", &pid, &ini);
+    /* 8 connections from each of 127.0.0.2 to 127.0.0.9: every slot */
+    struct slow s[64];
+    for (int i = 0; i < 64; i++) {
+        char from[32];
+        snprintf(from, sizeof from, "127.0.0.%d", 2 + i / 8);
+        slow_open(&s[i], port, from, i % 2 == 0);
+    }
+    for (int r = 0; r < 10; r++, usleep(100 * 1000))
+        slow_round(s, 64);
+    cr_expect_eq(slow_alive(s, 64), 64, "the server cut slow clients before its deadline");
+
+    /* the probe waits in the listen backlog until the deadline frees slots */
+    int64_t took = 0;
+    int status = healthz_while_trickling(port, s, 64, &took);
+    cr_expect_eq(status, 200, "healthz answered %d after %lld ms", status, (long long)took);
+    cr_expect_lt(took, DEADLINE_MS + 2000, "healthz took %lld ms", (long long)took);
+    int64_t longest = slow_until_closed(s, 64);
+    cr_expect_leq(longest, DEADLINE_MS + 1500, "a slow client lived %lld ms", (long long)longest);
+    cr_log_info("healthz behind 64 slow clients: %d in %lld ms; the last was cut after %lld ms", status,
+                (long long)took, (long long)longest);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
     th_assert_clean_log(ini);
 }
