@@ -59,10 +59,21 @@ static const char USAGE[] =
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
+    char msg[1024]; /* arg is the user's, but a terminal is no place for its controls */
+    snprintf(msg, sizeof msg, fmt, arg);
     fprintf(stderr, "skipq %s: ", cmd);
-    fprintf(stderr, fmt, arg);
+    sq_fput_text(stderr, msg, SIZE_MAX, 0);
     fprintf(stderr, "\nTry 'skipq %s --help'.\n", cmd);
     return EXIT_USAGE;
+}
+
+/* "skipq CMD: MSG" on stderr. MSG often quotes database text (a server
+ * message repeats a value), so it is made visible first (util.h). */
+static void print_error(const char *cmd, const char *msg)
+{
+    fprintf(stderr, "skipq %s: ", cmd);
+    sq_fput_text(stderr, msg, SIZE_MAX, 0);
+    fputc('\n', stderr);
 }
 
 /* Load -c FILE if given. */
@@ -104,8 +115,11 @@ static PGconn *connect_db(struct common *c, const char *application_name)
     }
     PGconn *conn = sq_db_connect(&p, err, sizeof err);
     sq_dbparams_free(&p);
-    if (!conn)
-        fprintf(stderr, "skipq: cannot connect to the database: %s\n", err);
+    if (!conn) {
+        fputs("skipq: cannot connect to the database: ", stderr);
+        sq_fput_text(stderr, err, SIZE_MAX, 0);
+        fputc('\n', stderr);
+    }
     return conn;
 }
 
@@ -173,7 +187,7 @@ static int cmd_migrate(int argc, char **argv)
     skipq_rc r = skipq_migrate(conn, &applied, err, sizeof err);
     PQfinish(conn);
     if (r != SKIPQ_OK) {
-        fprintf(stderr, "skipq migrate: %s\n", err);
+        print_error("migrate", err);
         return EXIT_RUNTIME;
     }
     printf("skipq schema at version %d (%d migration%s applied)\n", skipq_schema_version_required(), applied,
@@ -568,12 +582,14 @@ static int enqueue_one(struct common *cm, skipq_enqueue_opts *eo, int argc, char
     PQfinish(conn);
     free(owned);
     if (r != SKIPQ_OK) {
-        fprintf(stderr, "skipq enqueue: %s\n", err);
+        print_error("enqueue", err);
         return r == SKIPQ_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
     }
-    if (*eo->existing_out)
-        fprintf(stderr, "skipq enqueue: existing: job %" PRId64 " holds unique key \"%s\"; nothing added\n", id,
-                eo->unique_key);
+    if (*eo->existing_out) {
+        fprintf(stderr, "skipq enqueue: existing: job %" PRId64 " holds unique key \"", id);
+        sq_fput_text(stderr, eo->unique_key, SIZE_MAX, 0);
+        fputs("\"; nothing added\n", stderr);
+    }
     printf("%" PRId64 "\n", id);
     return 0;
 }
@@ -616,7 +632,7 @@ static int cmd_run(int argc, char **argv)
 /* Exit code for a failed admin statement: bad input (class 22) is 2. */
 static int admin_failed(const char *cmd, const char *err)
 {
-    fprintf(stderr, "skipq %s: %s\n", cmd, err);
+    print_error(cmd, err);
     return strncmp(sq_db_last_sqlstate(), "22", 2) == 0 ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
@@ -732,7 +748,7 @@ static int cmd_jobs(int argc, char **argv)
     char err[512];
     if (id) {
         int r = sq_admin_show(conn, stdout, id, json, err, sizeof err);
-        rc = r == 1 ? 0 : r == 0 ? (fprintf(stderr, "skipq jobs: %s\n", err), EXIT_RUNTIME) : admin_failed("jobs", err);
+        rc = r == 1 ? 0 : r == 0 ? (print_error("jobs", err), EXIT_RUNTIME) : admin_failed("jobs", err);
     } else {
         rc = sq_admin_list(conn, stdout, &f, json, err, sizeof err) ? 0 : admin_failed("jobs", err);
     }
@@ -942,7 +958,7 @@ static int cmd_stats(int argc, char **argv)
     bool ok = sq_stats_print(conn, stdout, json, err, sizeof err);
     PQfinish(conn);
     if (!ok) {
-        fprintf(stderr, "skipq stats: %s\n", err);
+        print_error("stats", err);
         return EXIT_RUNTIME;
     }
     return 0;
@@ -1004,7 +1020,7 @@ static int cmd_top(int argc, char **argv)
     char err[512];
     rc = sq_top_run(conn, stdout, &t, err, sizeof err) == 0 ? 0 : EXIT_RUNTIME;
     if (rc)
-        fprintf(stderr, "skipq top: %s\n", err);
+        print_error("top", err);
     PQfinish(conn);
     return rc;
 }

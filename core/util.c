@@ -157,19 +157,118 @@ void sq_utf8_sanitize(char *s)
     }
 }
 
+const char *sq_utf8_invalid(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = utf8_seq(p);
+        if (n == 0)
+            return (const char *)p;
+        p += n;
+    }
+    return NULL;
+}
+
+/* A C1 control (U+0080-U+009F) spelled in UTF-8 at p, or 0. */
+static unsigned c1_control(const unsigned char *p)
+{
+    return p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F ? p[1] : 0;
+}
+
 void sq_json_string(FILE *out, const char *s)
 {
+    const unsigned char *p = (const unsigned char *)s;
     fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
+    while (*p) {
+        size_t n = utf8_seq(p);
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7F)
+            fprintf(out, "\\u%04x", *p);
+        else if (n == 2 && c1_control(p))
+            fprintf(out, "\\u%04x", c1_control(p));
+        else if (n == 0)
+            fputs("\\ufffd", out); /* not text: JSON cannot carry the byte */
         else
-            fputc(c, out);
+            fwrite(p, 1, n, out);
+        p += n ? n : 1;
     }
     fputc('"', out);
+}
+
+void sq_json_raw(FILE *out, const char *json)
+{
+    for (const unsigned char *p = (const unsigned char *)json; *p; p++) {
+        if (*p == 0x7F)
+            fputs("\\u007f", out);
+        else if (c1_control(p))
+            fprintf(out, "\\u%04x", c1_control(p++));
+        else
+            fputc(*p, out);
+    }
+}
+
+/*
+ * The visible form of the character at p, for a terminal: the character
+ * itself when it is printable UTF-8; \n, \r, \t; \xHH for other C0
+ * controls (ESC among them), DEL and each byte of invalid UTF-8; \u0080 to
+ * \u009f for C1 controls (U+009B is CSI to many terminals). Backslashes
+ * stay as they are: the aim is a terminal no text can drive, not a
+ * reversible encoding (--json is that). Returns the bytes of p consumed;
+ * buf gets at most 7 bytes and a NUL.
+ */
+static size_t visible_char(const unsigned char *p, char buf[8])
+{
+    size_t n = utf8_seq(p);
+    if (*p == '\n' || *p == '\r' || *p == '\t')
+        snprintf(buf, 8, "\\%c", *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't');
+    else if (*p < 0x20 || *p == 0x7F || n == 0)
+        snprintf(buf, 8, "\\x%02x", *p);
+    else if (n == 2 && c1_control(p))
+        snprintf(buf, 8, "\\u%04x", c1_control(p));
+    else {
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        return n;
+    }
+    return n == 2 && c1_control(p) ? 2 : 1;
+}
+
+/* Columns of a visible form: one per character (wide characters count
+ * one; alignment is best effort, safety is not). */
+static size_t columns(const char *v)
+{
+    size_t c = 0;
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        c += (*p & 0xC0) != 0x80;
+    return c;
+}
+
+size_t sq_text_width(const char *s)
+{
+    size_t w = 0;
+    char buf[8];
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        p += visible_char(p, buf);
+        w += columns(buf);
+    }
+    return w;
+}
+
+size_t sq_fput_text(FILE *out, const char *s, size_t max, size_t pad)
+{
+    size_t w = 0;
+    char buf[8];
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t used = visible_char(p, buf), c = columns(buf);
+        if (w + c > max)
+            break;
+        fputs(buf, out);
+        w += c;
+        p += used;
+    }
+    for (size_t i = w; i < pad; i++)
+        fputc(' ', out);
+    return w;
 }
 
 char *sq_int8_array(const int64_t *v, size_t n)

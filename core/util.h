@@ -25,8 +25,27 @@ int64_t sq_now_us(void);
  * sequence becomes '?'. Handler messages go to the database as text, which
  * refuses invalid UTF-8 -- and a message cut at a buffer's end often is. */
 void sq_utf8_sanitize(char *s);
-/* Write s as a JSON string literal. */
+/* The first byte of s that does not start a valid UTF-8 sequence, or NULL. */
+const char *sq_utf8_invalid(const char *s);
+/* Write s as a JSON string literal. Control characters (C0, DEL, C1) are
+ * \u-escaped, so the output is as safe on a terminal as the tables. */
 void sq_json_string(FILE *out, const char *s);
+/* Write JSON text the server produced, with DEL and C1 controls (legal
+ * unescaped in a JSON string, and only there) \u-escaped. */
+void sq_json_raw(FILE *out, const char *json);
+/*
+ * Text from the database (or any other untrusted text) for a terminal:
+ * every control character (C0 with ESC, DEL, C1 as U+0080-U+009F) and every
+ * byte of invalid UTF-8 is written in a visible form (\x1b, \u009b, \n),
+ * so no value can move the cursor, retitle or clear the screen, fake lines
+ * or reach the clipboard. Every table and message the CLI prints from
+ * database text goes through sq_fput_text().
+ */
+/* Columns s takes once made visible. */
+size_t sq_text_width(const char *s);
+/* Write s made visible, at most `max` columns (SIZE_MAX: no limit), then
+ * blanks up to `pad` columns; returns the columns of text written. */
+size_t sq_fput_text(FILE *out, const char *s, size_t max, size_t pad);
 /* Trim leading and trailing white space in place; returns s. */
 char *sq_trim(char *s);
 /* An int64 array as a PostgreSQL array literal, "{1,2,3}" (malloc'd). */

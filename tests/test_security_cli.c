@@ -1,0 +1,187 @@
+/*
+ * test_security_cli.c -- what the command line gives away or lets others
+ * do through it: connection strings and passwords in messages (a '%' typo
+ * made libpq quote the password), passwords in the process list, and
+ * database text that drives the operator's terminal (ESC, OSC, C1 bytes in
+ * a key, an error or a host name).
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "skipq/skipq.h"
+#include "util.h"
+
+/* ---- 8: database text never drives the terminal ------------------------------------- */
+
+/* OSC title, clear screen, CR LF and a fake line, OSC 52 clipboard write,
+ * C1 CSI (U+009B) and DEL. */
+#define HOSTILE "\x1b]0;pwned\x07\x1b[2J\r\nFAKE LINE\x1b]52;c;cGF3bmVk\x07 \xc2\x9b" "31m\x7f end"
+
+/* No byte of `text` may reach a terminal as a control: only '\n' below
+ * 0x20, no DEL, no C1, and valid UTF-8. */
+static void expect_inert(const char *what, const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        cr_assert(*p >= 0x20 || *p == '\n', "%s: raw control byte 0x%02x at %zu", what, *p,
+                  (size_t)(p - (const unsigned char *)text));
+        cr_assert(*p != 0x7f, "%s: raw DEL", what);
+        cr_assert(!(p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f), "%s: raw C1 control", what);
+    }
+    cr_assert_null(sq_utf8_invalid(text), "%s: invalid UTF-8", what);
+    cr_expect_null(strstr(text, "\nFAKE LINE"), "%s: a value made a line of its own", what);
+}
+
+/* JSON output: valid JSON (PostgreSQL parses it) whose value at `path`
+ * is exactly HOSTILE. */
+static void expect_json_holds(PGconn *conn, const char *what, const char *json, const char *path)
+{
+    const char *params[3] = {json, path, HOSTILE};
+    PGresult *r = PQexecParams(conn, "SELECT (($1::jsonb) #>> $2::text[]) = $3", 3, NULL, params, NULL, NULL, 0);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: not JSON: %s\n%s", what, PQresultErrorMessage(r), json);
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "t", "%s: %s is not the planted text: %s", what, path, json);
+    PQclear(r);
+}
+
+/* Plant HOSTILE wherever a producer, a worker or a handler can put text. */
+static int64_t plant(const struct th_db *db)
+{
+    char err[SKIPQ_ERRBUF_SIZE];
+    int64_t id = 0;
+    skipq_enqueue_opts o = {.unique_key = HOSTILE, .ordering_key = HOSTILE};
+    char payload[256];
+    snprintf(payload, sizeof payload, "{\"t\": \"%s\"}", "\\u001b]0;pwned\\u0007\xc2\x9b\x7f");
+    cr_assert_eq(skipq_enqueue(db->conn, "k", payload, &o, &id, err, sizeof err), SKIPQ_OK, "%s", err);
+    char idtext[24];
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    const char *params[2] = {HOSTILE, idtext};
+    static const char *const sql[] = {
+        "UPDATE skipq.jobs SET status = 'dead', attempts = 1, finished_at = now(), last_error = $1"
+        " WHERE id = $2::bigint",
+        "INSERT INTO skipq.job_executions (job_id, attempt, worker, status, started_at, finished_at, error)"
+        " VALUES ($2::bigint, 1, $1, 'dead', now() - interval '1 second', now(), $1)",
+        "SELECT skipq.host_beat('h:1', $1, $1, 1, $1, 1, ARRAY['default/k', 'default/' || $1], 60000, true)"
+        " WHERE $2::bigint IS NOT NULL",
+        "INSERT INTO skipq.cron_state (name, schedule, timezone, last_tick) SELECT 'c', $1, $1, now()"
+        " WHERE $2::bigint IS NOT NULL",
+    };
+    for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
+        PGresult *r = PQexecParams(db->conn, sql[i], 2, NULL, params, NULL, NULL, 0);
+        cr_assert(PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql[i],
+                  PQresultErrorMessage(r));
+        PQclear(r);
+    }
+    th_execf(db->conn, "INSERT INTO skipq.kind_limits (kind, max_running) VALUES ('k', 2)");
+    return id;
+}
+
+/* th_cli with up to four arguments from an array, then --db. */
+static int cli_args(char **out, char **err, const char *const a[5], const char *conninfo)
+{
+    int n = 0;
+    while (n < 4 && a[n])
+        n++;
+    switch (n) {
+    case 1: return th_cli(out, err, a[0], "--db", conninfo, NULL);
+    case 2: return th_cli(out, err, a[0], a[1], "--db", conninfo, NULL);
+    case 3: return th_cli(out, err, a[0], a[1], a[2], "--db", conninfo, NULL);
+    default: return th_cli(out, err, a[0], a[1], a[2], a[3], "--db", conninfo, NULL);
+    }
+}
+
+Test(security_cli, control_characters_in_database_text_never_reach_the_terminal, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    int64_t id = plant(&db);
+    char idtext[24];
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    static const struct {
+        const char *args[5];
+        const char *visible; /* must appear in stdout */
+    } text_cmds[] = {
+        {{"jobs", "list", NULL}, "\\x1b]0;pwned\\x07\\x1b[2J\\r\\nFAKE"},
+        {{"jobs", "show", "ID", NULL}, "\\u009b31m\\x7f end"},
+        {{"stats", NULL}, "\\x1b]52;c;cGF3bmVk\\x07"},
+        {{"top", "-n", "1", NULL}, "\\x1b]0;pwned"},
+        {{"cron", NULL}, "\\x1b]0;pwned"},
+        {{"limits", NULL}, "k"},
+    };
+    for (size_t i = 0; i < sizeof text_cmds / sizeof text_cmds[0]; i++) {
+        const char *a[5];
+        for (int k = 0; k < 5; k++)
+            a[k] = text_cmds[i].args[k] && !strcmp(text_cmds[i].args[k], "ID") ? idtext : text_cmds[i].args[k];
+        char *out = NULL, *err = NULL;
+        int st = cli_args(&out, &err, a, db.conninfo);
+        cr_expect_eq(st, 0, "skipq %s: %s", a[0], err);
+        expect_inert(a[0], out);
+        expect_inert(a[0], err);
+        cr_expect_not_null(strstr(out, text_cmds[i].visible), "skipq %s %s: \"%s\" not shown:\n%s", a[0],
+                           a[1] ? a[1] : "", text_cmds[i].visible, out);
+        free(out);
+        free(err);
+    }
+    /* --json: escaped as JSON, and the same text. */
+    static const struct {
+        const char *args[5];
+        const char *path;
+    } json_cmds[] = {
+        {{"jobs", "list", "--json", NULL}, "{0,last_error}"}, {{"jobs", "show", "ID", "--json", NULL}, "{job,0,unique_key}"},
+        {{"jobs", "show", "ID", "--json", NULL}, "{executions,0,error}"},
+        {{"stats", "--json", NULL}, "{hosts,0,hostname}"},
+        {{"top", "-n", "1", "--json", NULL}, "{last_error,error}"},
+        {{"cron", "--json", NULL}, "{0,schedule}"},
+    };
+    for (size_t i = 0; i < sizeof json_cmds / sizeof json_cmds[0]; i++) {
+        const char *a[5];
+        for (int k = 0; k < 5; k++)
+            a[k] = json_cmds[i].args[k] && !strcmp(json_cmds[i].args[k], "ID") ? idtext : json_cmds[i].args[k];
+        char *out = NULL, *err = NULL;
+        int st = cli_args(&out, &err, a, db.conninfo);
+        cr_expect_eq(st, 0, "skipq %s --json: %s", a[0], err);
+        expect_inert(a[0], out);
+        expect_json_holds(db.conn, a[0], out, json_cmds[i].path);
+        free(out);
+        free(err);
+    }
+    /* Error messages quote values: a refused --since is repeated by the server. */
+    char *err = NULL;
+    cr_expect_eq(th_cli(NULL, &err, "retry", "--dead", "--since", HOSTILE, "--db", db.conninfo, NULL), 2);
+    expect_inert("retry's error", err);
+    cr_expect_not_null(strstr(err, "\\x1b]0;pwned"), "%s", err);
+    free(err);
+    cr_expect_eq(th_cli(NULL, &err, "jobs", "list", "--status", HOSTILE, "--db", db.conninfo, NULL), 2);
+    expect_inert("a usage error", err);
+    free(err);
+}
+
+/* The helper every table and message goes through, on what a UTF-8
+ * database cannot hold: invalid UTF-8 (a SQL_ASCII database, a truncated
+ * message). */
+Test(security_cli, the_escaping_helper_shows_every_control_and_invalid_byte, .timeout = 30)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    size_t w = sq_fput_text(f, "a\xff\xc3(\x1b[2J\xe2\x82 caf\xc3\xa9\t\xc2\x85\x7f" "b\xe2\x82", SIZE_MAX, 0);
+    fclose(f);
+    cr_expect_str_eq(buf, "a\\xff\\xc3(\\x1b[2J\\xe2\\x82 caf\xc3\xa9\\t\\u0085\\x7fb\\xe2\\x82");
+    cr_expect_eq(w, sq_text_width("a\xff\xc3(\x1b[2J\xe2\x82 caf\xc3\xa9\t\xc2\x85\x7f" "b\xe2\x82"));
+    expect_inert("sq_fput_text", buf);
+    free(buf);
+    /* Truncation and padding count columns, never cutting a character. */
+    f = open_memstream(&buf, &len);
+    sq_fput_text(f, "\xc3\xa9\xc3\xa9\x1b\xc3\xa9", 4, 6);
+    fclose(f);
+    cr_expect_str_eq(buf, "\xc3\xa9\xc3\xa9    ", "a cut escape is left out whole, then padding");
+    free(buf);
+    /* JSON: the same controls as \u escapes, and valid UTF-8 kept. */
+    f = open_memstream(&buf, &len);
+    sq_json_string(f, "\x1b\xc2\x9b\x7f\"\\\xc3\xa9");
+    fclose(f);
+    cr_expect_str_eq(buf, "\"\\u001b\\u009b\\u007f\\\"\\\\\xc3\xa9\"");
+    free(buf);
+}
