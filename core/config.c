@@ -131,11 +131,25 @@ static bool set_duration(struct parse_ctx *c, const char *sect, const char *key,
                          int64_t min_ms, int64_t *out)
 {
     int64_t ms;
-    if (!sq_parse_duration_ms(value, &ms))
-        return fail(c, "[%s] %s: \"%s\" is not a duration (use e.g. 500ms, 30s, 5m, 1h)", sect, key, value);
+    const char *why = sq_parse_duration_why(value, &ms);
+    if (why)
+        return fail(c, "[%s] %s: \"%s\" %s", sect, key, value, why);
     if (ms < min_ms)
         return fail(c, "[%s] %s: %s is too short (minimum %lldms)", sect, key, value, (long long)min_ms);
     *out = ms;
+    return true;
+}
+
+/* A whole-number key within [min, max]. */
+static bool set_int(struct parse_ctx *c, const char *sect, const char *key, const char *value, int64_t min,
+                    int64_t max, int *out)
+{
+    int64_t v;
+    const char *why = sq_parse_int_why(value, min, max, &v);
+    if (why)
+        return fail(c, "[%s] %s: \"%s\" %s; it must be a whole number from %lld to %lld", sect, key, value, why,
+                    (long long)min, (long long)max);
+    *out = (int)v;
     return true;
 }
 
@@ -183,13 +197,8 @@ static bool handle_retention(struct parse_ctx *c, const char *key, const char *v
         return set_duration(c, "retention", key, value, 0, &cfg->keep_cancelled_ms);
     if (strcmp(key, "interval") == 0)
         return set_duration(c, "retention", key, value, 100, &cfg->retention_interval_ms);
-    if (strcmp(key, "batch") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, 100000, &v))
-            return fail(c, "[retention] batch: \"%s\" must be a whole number from 1 to 100000", value);
-        cfg->retention_batch = (int)v;
-        return true;
-    }
+    if (strcmp(key, "batch") == 0)
+        return set_int(c, "retention", key, value, 1, 100000, &cfg->retention_batch);
     return fail(c, "unknown key \"%s\" in [retention]", key);
 }
 
@@ -392,32 +401,16 @@ static bool handle_queue(struct parse_ctx *c, const char *name, const char *key,
         return fail(c, "out of memory");
     if (!key)
         return true;
-    if (strcmp(key, "threads") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, SQ_MAX_THREADS, &v))
-            return fail(c, "[%s] threads: \"%s\" must be a whole number from 1 to %d", sect, value, SQ_MAX_THREADS);
-        g->threads = (int)v;
-        return true;
-    }
-    if (strcmp(key, "batch") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, SQ_MAX_BATCH, &v))
-            return fail(c, "[%s] batch: \"%s\" must be a whole number from 1 to %d", sect, value, SQ_MAX_BATCH);
-        g->batch = (int)v;
-        return true;
-    }
+    if (strcmp(key, "threads") == 0)
+        return set_int(c, sect, key, value, 1, SQ_MAX_THREADS, &g->threads);
+    if (strcmp(key, "batch") == 0)
+        return set_int(c, sect, key, value, 1, SQ_MAX_BATCH, &g->batch);
     if (strcmp(key, "kinds") == 0)
         return parse_kind_list(c, sect, value, &g->kinds, &g->nkinds);
     if (strcmp(key, "priority_aging") == 0)
         return set_duration(c, sect, key, value, 100, &g->aging_ms);
-    if (strcmp(key, "priority_aging_cap") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, -1000000, 1000000, &v))
-            return fail(c, "[%s] priority_aging_cap: \"%s\" must be a whole number from -1000000 to 1000000", sect,
-                        value);
-        g->aging_cap = (int)v;
-        return true;
-    }
+    if (strcmp(key, "priority_aging_cap") == 0)
+        return set_int(c, sect, key, value, -1000000, 1000000, &g->aging_cap);
     return fail(c, "unknown key \"%s\" in [%s]", key, sect);
 }
 
@@ -434,17 +427,19 @@ static bool set_rate(struct parse_ctx *c, const char *sect, const char *value, s
         const char *unit = slash + 1;
         while (*unit == ' ')
             unit++;
-        if (sq_parse_int(sq_trim(num), 1, 1000000, &v)) {
-            if (strcmp(unit, "s") == 0 || strcmp(unit, "second") == 0 || strcmp(unit, "sec") == 0) {
-                k->rate = (int)v;
-                k->rate_unit = "second";
-                return true;
-            }
-            if (strcmp(unit, "min") == 0 || strcmp(unit, "minute") == 0) {
-                k->rate = (int)v;
-                k->rate_unit = "minute";
-                return true;
-            }
+        const char *why = sq_parse_int_why(sq_trim(num), 1, 1000000, &v);
+        if (why)
+            return fail(c, "[%s] rate: \"%s\": N %s; write N/s or N/min with N from 1 to 1000000 (e.g. 10/s, "
+                           "100/min)", sect, value, why);
+        if (strcmp(unit, "s") == 0 || strcmp(unit, "second") == 0 || strcmp(unit, "sec") == 0) {
+            k->rate = (int)v;
+            k->rate_unit = "second";
+            return true;
+        }
+        if (strcmp(unit, "min") == 0 || strcmp(unit, "minute") == 0) {
+            k->rate = (int)v;
+            k->rate_unit = "minute";
+            return true;
         }
     }
     return fail(c, "[%s] rate: \"%s\" is not N/s or N/min with N from 1 to 1000000 (e.g. 10/s, 100/min)", sect,
@@ -462,13 +457,8 @@ static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, 
         return fail(c, "out of memory");
     if (!key)
         return true;
-    if (strcmp(key, "max_attempts") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, 100000, &v))
-            return fail(c, "[%s] max_attempts: \"%s\" must be a whole number from 1 to 100000", sect, value);
-        k->max_attempts = (int)v;
-        return true;
-    }
+    if (strcmp(key, "max_attempts") == 0)
+        return set_int(c, sect, key, value, 1, 100000, &k->max_attempts);
     if (strcmp(key, "backoff_base") == 0)
         return set_duration(c, sect, key, value, 0, &k->backoff_base_ms);
     if (strcmp(key, "backoff_cap") == 0)
@@ -477,13 +467,8 @@ static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, 
         return set_duration(c, sect, key, value, 1000, &k->lease_ms);
     if (strcmp(key, "timeout") == 0)
         return set_duration(c, sect, key, value, 1, &k->timeout_ms);
-    if (strcmp(key, "max_running") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, 1000000, &v))
-            return fail(c, "[%s] max_running: \"%s\" must be a whole number from 1 to 1000000", sect, value);
-        k->max_running = (int)v;
-        return true;
-    }
+    if (strcmp(key, "max_running") == 0)
+        return set_int(c, sect, key, value, 1, 1000000, &k->max_running);
     if (strcmp(key, "rate") == 0)
         return set_rate(c, sect, value, k);
     return fail(c, "unknown key \"%s\" in [%s]", key, sect);
@@ -524,7 +509,6 @@ static bool handle_cron(struct parse_ctx *c, const char *name, const char *key, 
         return fail(c, "out of memory");
     if (!key)
         return true;
-    int64_t v;
     if (strcmp(key, "schedule") == 0) {
         char why[256];
         if (!sq_cron_parse(value, &k->cron, why, sizeof why))
@@ -552,18 +536,10 @@ static bool handle_cron(struct parse_ctx *c, const char *name, const char *key, 
             return fail(c, "[%s] payload: must be a JSON object ({...})", sect);
         return set_string(c, &k->payload, value);
     }
-    if (strcmp(key, "priority") == 0) {
-        if (!sq_parse_int(value, -1000000, 1000000, &v))
-            return fail(c, "[%s] priority: \"%s\" must be a whole number from -1000000 to 1000000", sect, value);
-        k->priority = (int)v;
-        return true;
-    }
-    if (strcmp(key, "max_attempts") == 0) {
-        if (!sq_parse_int(value, 1, 100000, &v))
-            return fail(c, "[%s] max_attempts: \"%s\" must be a whole number from 1 to 100000", sect, value);
-        k->max_attempts = (int)v;
-        return true;
-    }
+    if (strcmp(key, "priority") == 0)
+        return set_int(c, sect, key, value, -1000000, 1000000, &k->priority);
+    if (strcmp(key, "max_attempts") == 0)
+        return set_int(c, sect, key, value, 1, 100000, &k->max_attempts);
     if (strcmp(key, "catch_up") == 0) {
         if (strcmp(value, "latest") == 0)
             k->catch_up = SQ_CATCH_UP_LATEST;

@@ -67,6 +67,31 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
+/* A flag's value refused: what is wrong with it, then what it must be. */
+static int bad_flag(const char *cmd, const char *flag, const char *arg, const char *why, const char *want)
+{
+    fprintf(stderr, "skipq %s: %s: \"", cmd, flag);
+    sq_fput_text(stderr, arg, SIZE_MAX, 0);
+    fprintf(stderr, "\" %s; %s\nTry 'skipq %s --help'.\n", why, want, cmd);
+    return EXIT_USAGE;
+}
+
+/* A whole-number flag within [min, max]: 0, or the exit code. */
+static int int_flag(const char *cmd, const char *flag, const char *arg, int64_t min, int64_t max, int64_t *out)
+{
+    const char *why = sq_parse_int_why(arg, min, max, out);
+    char want[96];
+    snprintf(want, sizeof want, "it must be a whole number from %lld to %lld", (long long)min, (long long)max);
+    return why ? bad_flag(cmd, flag, arg, why, want) : 0;
+}
+
+/* A duration flag (util.h: no sign, nan, inf or overflow): 0, or the exit code. */
+static int duration_flag(const char *cmd, const char *flag, const char *arg, int64_t *out)
+{
+    const char *why = sq_parse_duration_why(arg, out);
+    return why ? bad_flag(cmd, flag, arg, why, "give a duration such as 30, 30s, 500ms, 5m") : 0;
+}
+
 /* "skipq CMD: MSG" on stderr. MSG often quotes database text (a server
  * message repeats a value), so it is made visible first (util.h). */
 static void print_error(const char *cmd, const char *msg)
@@ -485,9 +510,9 @@ static int cmd_enqueue(int argc, char **argv)
             eo.unique_key = optarg;
             break;
         case 'U' + 256:
-            if (!sq_parse_duration_ms(optarg, &eo.unique_for_ms) || eo.unique_for_ms <= 0)
-                rc = usage_error("enqueue", "--unique-for: \"%s\" is not a positive duration (e.g. 30s, 5m, 1h)",
-                                 optarg);
+            rc = duration_flag("enqueue", "--unique-for", optarg, &eo.unique_for_ms);
+            if (!rc && eo.unique_for_ms <= 0)
+                rc = bad_flag("enqueue", "--unique-for", optarg, "is not positive", "give e.g. 30s, 5m, 1h");
             break;
         case 'o':
             eo.ordering_key = optarg;
@@ -502,21 +527,14 @@ static int cmd_enqueue(int argc, char **argv)
             eo.queue = optarg;
             break;
         case 'p':
-            if (!sq_parse_int(optarg, -1000000, 1000000, &v))
-                rc = usage_error("enqueue", "--priority: \"%s\" is not a whole number from -1000000 to 1000000",
-                                 optarg);
-            else
+            if (!(rc = int_flag("enqueue", "--priority", optarg, -1000000, 1000000, &v)))
                 eo.priority = (int)v;
             break;
         case 'd':
-            if (!sq_parse_duration_ms(optarg, &eo.delay_ms))
-                rc = usage_error("enqueue", "--delay: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5m)", optarg);
+            rc = duration_flag("enqueue", "--delay", optarg, &eo.delay_ms);
             break;
         case 'm':
-            if (!sq_parse_int(optarg, 1, 100000, &v))
-                rc = usage_error("enqueue", "--max-attempts: \"%s\" is not a whole number from 1 to 100000",
-                                 optarg);
-            else
+            if (!(rc = int_flag("enqueue", "--max-attempts", optarg, 1, 100000, &v)))
                 eo.max_attempts = (int)v;
             break;
         default:
@@ -716,8 +734,8 @@ static int cmd_jobs(int argc, char **argv)
             f.kind = optarg;
             break;
         case 'n':
-            if (!sq_parse_int(optarg, 1, 100000, &v))
-                return usage_error("jobs", "--limit: \"%s\" is not a whole number from 1 to 100000", optarg);
+            if (int_flag("jobs", "--limit", optarg, 1, 100000, &v))
+                return EXIT_USAGE;
             f.limit = (int)v;
             break;
         case 'j':
@@ -795,8 +813,8 @@ static int cmd_retry(int argc, char **argv)
             f.since = optarg;
             break;
         case 'a':
-            if (!sq_parse_int(optarg, 1, 100000, &v))
-                return usage_error("retry", "--attempts: \"%s\" is not a whole number from 1 to 100000", optarg);
+            if (int_flag("retry", "--attempts", optarg, 1, 100000, &v))
+                return EXIT_USAGE;
             extra = (int)v;
             break;
         default:
@@ -966,15 +984,28 @@ static int cmd_stats(int argc, char **argv)
 
 /* ---- top --------------------------------------------------------------------------- */
 
+/* --interval: whole milliseconds (1000), or a duration with a unit (1s,
+ * 500ms), from 100ms to 1h. */
+static int top_interval(const char *arg, int64_t *ms)
+{
+    static const char want[] = "give milliseconds or a duration (1000, 1s, 500ms) from 100ms to 1h";
+    const char *why = arg[strspn(arg, "0123456789")] == '\0' ? sq_parse_int_why(arg, 100, 3600000, ms)
+                                                             : sq_parse_duration_why(arg, ms);
+    if (!why && (*ms < 100 || *ms > 3600000))
+        why = "is out of range";
+    return why ? bad_flag("top", "--interval", arg, why, want) : 0;
+}
+
 static int cmd_top(int argc, char **argv)
 {
     static const char help[] =
-        "usage: skipq top [--interval MS] [--iterations N] [--json] [-c FILE] [--db CONNINFO]\n\n"
+        "usage: skipq top [--interval TIME] [--iterations N] [--json] [-c FILE] [--db CONNINFO]\n\n"
         "A live view, refreshed every second until SIGINT or SIGTERM: done/s and\n"
         "failed/s over the last 10 seconds (or the interval, if longer), per queue\n"
         "the backlog (ready, scheduled), running and expired jobs, rates and dead\n"
         "jobs of the last hour; live hosts and their threads; the latest error.\n\n"
-        "  -i, --interval MS     time between refreshes (100 to 3600000; default 1000)\n"
+        "  -i, --interval TIME   time between refreshes: milliseconds, or a duration\n"
+        "                        with a unit (500ms, 2s, 1m); 100ms to 1h (default 1000)\n"
         "  -n, --iterations N    stop after N refreshes (default: run until stopped)\n"
         "      --json            one JSON object per refresh, one per line\n"
         "The screen is cleared between refreshes only when standard output is a terminal.\n";
@@ -992,14 +1023,12 @@ static int cmd_top(int argc, char **argv)
             fputs(help, stdout);
             return 0;
         case 'i':
-            if (!sq_parse_int(optarg, 100, 3600000, &v))
-                return usage_error("top", "--interval: \"%s\" is not a whole number of milliseconds from 100 to 3600000",
-                                   optarg);
-            t.interval_ms = v;
+            if (top_interval(optarg, &t.interval_ms))
+                return EXIT_USAGE;
             break;
         case 'n':
-            if (!sq_parse_int(optarg, 1, 1000000000, &v))
-                return usage_error("top", "--iterations: \"%s\" is not a whole number from 1 to 1000000000", optarg);
+            if (int_flag("top", "--iterations", optarg, 1, 1000000000, &v))
+                return EXIT_USAGE;
             t.iterations = (long)v;
             break;
         case 'j':

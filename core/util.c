@@ -4,52 +4,111 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
-bool sq_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
+/* "nan", "inf", "infinity" in any case, alone or before a unit: the words
+ * strtod() would take for numbers that are not. */
+static bool not_a_number_word(const char *s)
+{
+    return strncasecmp(s, "nan", 3) == 0 || strncasecmp(s, "inf", 3) == 0;
+}
+
+/*
+ * The number parsers below check the text against a plain grammar before
+ * any conversion: strtod() and strtoll() accept hex, "nan", "infinity" and
+ * leading blanks, and a non-finite or huge double converted to an integer
+ * is undefined behaviour. Each returns NULL when s parses, else what is
+ * wrong with it, as a phrase that follows the quoted value.
+ */
+const char *sq_parse_int_why(const char *s, int64_t min, int64_t max, int64_t *out)
 {
     if (!s || !*s)
-        return false;
-    char *end;
+        return "is empty";
+    const char *p = s + (*s == '-');
+    if (*p == '+')
+        return "is not a whole number (write it without '+')";
+    if (not_a_number_word(p))
+        return "is not a number";
+    size_t digits = strspn(p, "0123456789");
+    if (digits == 0)
+        return "is not a number";
+    if (p[digits] != '\0')
+        return "is not a whole number";
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s || v < min || v > max)
-        return false;
+    long long v = strtoll(s, NULL, 10);
+    if (errno == ERANGE || v < min || v > max)
+        return "is out of range";
     *out = v;
-    return true;
+    return NULL;
+}
+
+bool sq_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    return sq_parse_int_why(s, min, max, out) == NULL;
+}
+
+/* Length of the number that starts s: digits with an optional fraction
+ * and exponent (1, 1.5, .5, 2e3), no sign; 0 if there is none. */
+static size_t decimal_length(const char *s)
+{
+    size_t n = strspn(s, "0123456789"), frac = 0;
+    if (s[n] == '.')
+        frac = strspn(s + n + 1, "0123456789") + 1;
+    if (n == 0 && frac <= 1)
+        return 0;
+    n += frac;
+    if (s[n] == 'e' || s[n] == 'E') {
+        size_t sign = s[n + 1] == '+' || s[n + 1] == '-';
+        size_t exp = strspn(s + n + 1 + sign, "0123456789");
+        if (exp > 0)
+            n += 1 + sign + exp;
+    }
+    return n;
+}
+
+const char *sq_parse_duration_why(const char *s, int64_t *out)
+{
+    if (!s || !*s)
+        return "is empty";
+    if (*s == '-' || *s == '+')
+        return "is not a duration (durations take no sign)";
+    if (not_a_number_word(s))
+        return "is not a number";
+    size_t n = decimal_length(s);
+    if (n == 0 || n >= 64)
+        return "is not a duration (use e.g. 500ms, 30s, 5m, 1h)";
+    const char *unit = s + n;
+    double mult;
+    if (*unit == '\0' || strcmp(unit, "s") == 0)
+        mult = 1000;
+    else if (strcmp(unit, "ms") == 0)
+        mult = 1;
+    else if (strcmp(unit, "m") == 0 || strcmp(unit, "min") == 0)
+        mult = 60000;
+    else if (strcmp(unit, "h") == 0)
+        mult = 3600000;
+    else if (strcmp(unit, "d") == 0)
+        mult = 86400000;
+    else
+        return "is not a duration (the unit must be ms, s, m, h or d; e.g. 500ms, 30s, 5m, 1h)";
+    char num[64];
+    memcpy(num, s, n);
+    num[n] = '\0';
+    double v = strtod(num, NULL); /* only digits, '.', 'e' and a sign here */
+    if (!isfinite(v) || v > (double)SQ_MAX_DURATION_MS / mult)
+        return "is too long (maximum " SQ_MAX_DURATION_TEXT ")";
+    *out = (int64_t)(v * mult + 0.5);
+    return NULL;
 }
 
 bool sq_parse_duration_ms(const char *s, int64_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+')
-        return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0)
-        return false;
-    double mult;
-    if (*end == '\0' || strcmp(end, "s") == 0)
-        mult = 1000;
-    else if (strcmp(end, "ms") == 0)
-        mult = 1;
-    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
-        mult = 60000;
-    else if (strcmp(end, "h") == 0)
-        mult = 3600000;
-    else if (strcmp(end, "d") == 0)
-        mult = 86400000;
-    else
-        return false;
-    double ms = v * mult;
-    if (ms > 9.0e15)
-        return false;
-    *out = (int64_t)(ms + 0.5);
-    return true;
+    return sq_parse_duration_why(s, out) == NULL;
 }
 
 bool sq_parse_bool(const char *s, bool *out)

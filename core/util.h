@@ -7,10 +7,19 @@
 #include <stdio.h>
 #include <stdint.h>
 
-/* Parse "250ms", "30s", "5m", "1h", "2d" or a bare number of seconds into
- * milliseconds. false on anything else, on negatives and on overflow. */
+/* The longest duration any key or flag takes: 1000 years, so that now()
+ * plus or minus it stays a valid timestamp and ms * 10^6 fits in 64 bits. */
+#define SQ_MAX_DURATION_MS (365250LL * 86400000LL)
+#define SQ_MAX_DURATION_TEXT "365250d, 1000 years"
+/* Parse "250ms", "30s", "5m", "1h", "2d" or a bare number of seconds (a
+ * fraction and an exponent are allowed: 1.5s, 2e3ms) into milliseconds.
+ * NULL if it parses, else what is wrong, as a phrase to follow the quoted
+ * value: "is not a number" (nan, inf), "is too long (maximum ...)", ... */
+const char *sq_parse_duration_why(const char *s, int64_t *out);
 bool sq_parse_duration_ms(const char *s, int64_t *out);
-/* Parse a whole decimal number within [min, max]. */
+/* Parse a whole decimal number ([-]digits) within [min, max]; NULL, or
+ * "is not a number", "is not a whole number", "is out of range"... */
+const char *sq_parse_int_why(const char *s, int64_t min, int64_t max, int64_t *out);
 bool sq_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 bool sq_parse_bool(const char *s, bool *out);
 /* Kinds and queue names: 1-128 bytes of [A-Za-z0-9_.:-]. */
