@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "conninfo.h"
 #include "log.h"
 #include "util.h"
 
@@ -71,20 +72,20 @@ static const char *const db_keys[] = {
     "keepalives_interval", "keepalives_count", "tcp_user_timeout", "gssencmode", NULL};
 
 /* listen_conninfo must parse as libpq would, so a typo stops the host at
- * start-up instead of leaving it without wake-ups. */
+ * start-up instead of leaving it without wake-ups. The message says what is
+ * wrong without quoting the value, which may hold a password (conninfo.c). */
 static bool set_listen_conninfo(struct parse_ctx *c, const char *value)
 {
     if (!*value)
         return fail(c, "[database] listen_conninfo must not be empty (leave the key out to poll only)");
-    char *msg = NULL;
-    PQconninfoOption *opts = PQconninfoParse(value, &msg);
-    if (!opts) {
-        char m[256];
-        snprintf(m, sizeof m, "%s", msg ? msg : "out of memory");
-        m[strcspn(m, "\n")] = '\0';
-        PQfreemem(msg);
-        return fail(c, "[database] listen_conninfo: %s", m);
-    }
+    char why[256];
+    if (!sq_conninfo_is_string(value))
+        return fail(c, "[database] listen_conninfo: not a URI (postgresql://...) or keyword=value pairs");
+    if (!sq_conninfo_check(value, why, sizeof why))
+        return fail(c, "[database] listen_conninfo: %s", why);
+    PQconninfoOption *opts = PQconninfoParse(value, NULL);
+    if (!opts)
+        return fail(c, "out of memory");
     for (PQconninfoOption *o = opts; o->keyword; o++)
         if (strcmp(o->keyword, "password") == 0 && o->val && *o->val)
             c->cfg->db_has_password = true;
@@ -106,6 +107,9 @@ static bool handle_database(struct parse_ctx *c, const char *key, const char *va
     }
     if (strcmp(key, "listen_conninfo") == 0)
         return set_listen_conninfo(c, value);
+    char why[256];
+    if (strcmp(key, "url") == 0 && !sq_conninfo_check(value, why, sizeof why))
+        return fail(c, "[database] url: %s", why);
     for (int i = 0; db_keys[i]; i++) {
         if (strcmp(key, db_keys[i]) != 0)
             continue;

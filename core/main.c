@@ -16,6 +16,7 @@
 
 #include "admin.h"
 #include "config.h"
+#include "conninfo.h"
 #include "db.h"
 #include "host.h"
 #include "log.h"
@@ -101,6 +102,60 @@ static void print_error(const char *cmd, const char *msg)
     fputc('\n', stderr);
 }
 
+/*
+ * A password in --db is in the process list (/proc/PID/cmdline), which
+ * every local user can read, for as long as skipq runs. Warn, naming the
+ * routes that keep it out, and blank it in place, as database clients do:
+ * the argument moves to the heap (getopt reads it there) and the bytes ps
+ * shows become 'x'. Until this runs the password is visible, so it is a
+ * mitigation, not a fix.
+ */
+static void scrub_db_passwords(int argc, char **argv)
+{
+    bool warned = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        size_t off = strncmp(argv[i], "--db=", 5) == 0 ? 5 : 0;
+        if (off == 0 && (strcmp(argv[i], "--db") != 0 || ++i >= argc))
+            continue;
+        struct sq_span pw[4];
+        size_t n = sq_conninfo_passwords(argv[i] + off, pw, 4);
+        char *copy = n ? strdup(argv[i]) : NULL;
+        if (!copy)
+            continue;
+        if (!warned)
+            fputs("skipq: warning: the --db value holds a password, which other local users can read in the process "
+                  "list; skipq blanks it once it starts, but keep it off the command line: use a password file "
+                  "(~/.pgpass, or $PGPASSFILE), $PGPASSWORD, or [database] in an INI file of mode 0600\n",
+                  stderr);
+        warned = true;
+        for (size_t k = 0; k < n && k < 4; k++)
+            memset(argv[i] + off + pw[k].start, 'x', pw[k].len);
+        argv[i] = copy;
+    }
+}
+
+/*
+ * The connection string about to be used, when it comes from --db or
+ * $DATABASE_URL (a [database] url was checked with the INI): a malformed
+ * one is an input error, described without its text (conninfo.c).
+ */
+static int check_db_string(const struct common *c)
+{
+    const char *url = getenv("DATABASE_URL"), *what = NULL, *s = NULL;
+    if (c->db && *c->db)
+        what = "--db", s = c->db;
+    else if (!(c->cfg && c->cfg->ndb > 0) && url && *url)
+        what = "DATABASE_URL", s = url;
+    char why[256];
+    if (s && !sq_conninfo_check(s, why, sizeof why)) {
+        fprintf(stderr, "skipq: %s: %s\n", what, why);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 /* Load -c FILE if given. */
 static int load_config(struct common *c)
 {
@@ -122,6 +177,11 @@ static PGconn *open_db(struct common *c, const char *application_name, int *rc)
 {
     if ((*rc = load_config(c)) != 0)
         return NULL;
+    if ((*rc = check_db_string(c)) != 0) {
+        sq_config_free(c->cfg);
+        c->cfg = NULL;
+        return NULL;
+    }
     PGconn *conn = connect_db(c, application_name);
     sq_config_free(c->cfg);
     c->cfg = NULL;
@@ -575,6 +635,8 @@ static int enqueue_one(struct common *cm, skipq_enqueue_opts *eo, int argc, char
     if (optind < argc)
         return usage_error("enqueue", "unexpected argument \"%s\"", argv[optind]);
     int rc = load_config(&c);
+    if (!rc && (rc = check_db_string(&c)) != 0)
+        sq_config_free(c.cfg);
     if (rc)
         return rc;
     if (!eo->max_attempts && c.cfg) {
@@ -638,6 +700,8 @@ static int cmd_run(int argc, char **argv)
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     int rc = load_config(&c);
+    if (!rc && (rc = check_db_string(&c)) != 0)
+        sq_config_free(c.cfg);
     if (rc)
         return rc;
     rc = sq_host_run(c.cfg, c.db);
@@ -1060,6 +1124,7 @@ int main(int argc, char **argv)
         fputs(USAGE, stderr);
         return EXIT_USAGE;
     }
+    scrub_db_passwords(argc, argv);
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         fputs(USAGE, stdout);

@@ -6,14 +6,244 @@
  * a key, an error or a host name).
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "skipq/skipq.h"
 #include "util.h"
+
+/* The password every test here hides, and a URI for db that carries it. */
+#define SECRET "Hunter2-s3cret"
+
+static char *uri_with_password(const struct th_db *db, const char *password)
+{
+    PQconninfoOption *opts = PQconninfoParse(db->conninfo, NULL);
+    cr_assert_not_null(opts);
+    const char *host = "", *port = "", *user = "", *dbname = "";
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        const char *v = o->val ? o->val : "";
+        if (!strcmp(o->keyword, "host"))
+            host = v;
+        else if (!strcmp(o->keyword, "port"))
+            port = v;
+        else if (!strcmp(o->keyword, "user"))
+            user = v;
+        else if (!strcmp(o->keyword, "dbname"))
+            dbname = v;
+    }
+    char *uri = malloc(1024);
+    snprintf(uri, 1024, "postgresql://%s:%s@/%s?host=%s&port=%s", user, password, dbname, host, port);
+    PQconninfoFree(opts);
+    return uri;
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return strdup("");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, n, m);
+    fclose(f);
+    fclose(m);
+    return buf;
+}
+
+static void expect_no_secret(const char *what, const char *text)
+{
+    cr_expect_null(strstr(text, "Hunter2"), "%s shows the password: %s", what, text);
+}
+
+/* ---- 6: a malformed connection string is described, never quoted ------------------ */
+
+Test(security_cli, a_percent_typo_in_a_password_is_described_and_never_echoed, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char *uri = uri_with_password(&db, "pa%zz" SECRET);
+    const char *says = "the connection URI has an invalid percent-encoding";
+    char *out, *err;
+
+    /* --db */
+    cr_expect_eq(th_cli(&out, &err, "stats", "--db", uri, NULL), 2, "%s", err);
+    cr_expect(strstr(err, "--db: ") && strstr(err, says), "%s", err);
+    expect_no_secret("stderr (--db)", err);
+    expect_no_secret("stdout (--db)", out);
+    free(out);
+    free(err);
+
+    /* $DATABASE_URL */
+    setenv("DATABASE_URL", uri, 1);
+    cr_expect_eq(th_cli(&out, &err, "stats", NULL), 2, "%s", err);
+    unsetenv("DATABASE_URL");
+    cr_expect(strstr(err, "DATABASE_URL: ") && strstr(err, says), "%s", err);
+    expect_no_secret("stderr (DATABASE_URL)", err);
+    free(out);
+    free(err);
+
+    /* [database] url, for the CLI and for a host */
+    char text[1400], where[700];
+    snprintf(text, sizeof text, "[database]\nurl = %s\n", uri);
+    char *ini = th_write_file("url.ini", text);
+    snprintf(where, sizeof where, "%s:2: [database] url: %s", ini, says);
+    cr_expect_eq(th_cli(&out, &err, "stats", "-c", ini, NULL), 2, "%s", err);
+    cr_expect(strstr(err, where), "stderr lacks \"%s\": %s", where, err);
+    expect_no_secret("stderr ([database] url)", err);
+    free(out);
+    free(err);
+    cr_expect_eq(th_cli(&out, &err, "run", "-c", ini, NULL), 2, "%s", err);
+    cr_expect(strstr(err, where), "run: stderr lacks \"%s\": %s", where, err);
+    expect_no_secret("run's output ([database] url)", err);
+    free(out);
+    free(err);
+
+    /* listen_conninfo, in a host's log */
+    char *host_ini = th_host_ini(&db, "listen", NULL, NULL, "[queue default]\nthreads = 1\n");
+    char *base = read_all(host_ini), *at = strstr(base, "[database]\n");
+    cr_assert_not_null(at);
+    snprintf(text, sizeof text, "%.*s[database]\nlisten_conninfo = %s\n%s", (int)(at - base), base, uri,
+             at + strlen("[database]\n"));
+    char *bad_ini = th_write_file("listen.ini", text);
+    pid_t pid = th_host_start(bad_ini);
+    cr_expect_eq(th_wait_exit(pid, 20000), 2);
+    char *log = th_host_log(bad_ini);
+    cr_expect(strstr(log, "[database] listen_conninfo: ") && strstr(log, says), "%s", log);
+    cr_expect(strstr(log, ":2: ") || strstr(log, ":3: "), "no FILE:LINE: %s", log);
+    expect_no_secret("host log (listen_conninfo)", log);
+    free(log);
+    free(base);
+
+    /* Other ways a malformed URI puts a password in a message. */
+    static const char *const shapes[] = {
+        "postgresql://u:Hunter2@s3cret@localhost/db",   /* '@' unencoded: "ss@localhost" was a host name */
+        "postgresql://u:Hunter2/s3cret@localhost/db",   /* '/' unencoded: "Hunter2" was a port */
+        "postgresql:/u:Hunter2-s3cret@localhost/db",    /* not a URI: the server repeated it as a database name */
+        "host=localhost password=Hunter2 s3cret",       /* a blank unquoted: libpq quoted the word */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        cr_expect_eq(th_cli(&out, &err, "stats", "--db", shapes[i], NULL), 2, "shape %zu: %s", i, err);
+        cr_expect(strstr(err, "skipq: --db: "), "shape %zu: %s", i, err);
+        expect_no_secret("stderr (malformed --db)", err);
+        free(out);
+        free(err);
+    }
+    free(uri);
+}
+
+/* ---- 7: a password on the command line is warned about and blanked ------------------ */
+
+/* Start skipq with `args` (NULL-terminated), output to files; returns its pid. */
+static pid_t spawn(const char *const *args, const char *out, const char *err)
+{
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(SKIPQ_BIN, (char *const *)args);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* /proc/PID/cmdline, NULs turned into blanks. */
+static char *cmdline(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f);
+    char *buf = calloc(1, 8192);
+    size_t n = fread(buf, 1, 8191, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+    return buf;
+}
+
+/* Wait until `file` holds `needle`; fails the test after timeout_ms. */
+static void wait_for_text(const char *file, const char *needle, int timeout_ms)
+{
+    for (int64_t end = th_now_ms() + timeout_ms;;) {
+        char *text = read_all(file);
+        bool found = strstr(text, needle) != NULL;
+        free(text);
+        if (found)
+            return;
+        cr_assert(th_now_ms() < end, "%s never showed \"%s\"", file, needle);
+        usleep(20000);
+    }
+}
+
+static void expect_blanked_while_running(const char *const *args, const char *ready_file, const char *ready,
+                                         const char *err_file)
+{
+    char out_file[600];
+    snprintf(out_file, sizeof out_file, "%s/spawn.out", th_tmpdir());
+    unlink(ready_file);
+    unlink(err_file);
+    pid_t pid = spawn(args, strcmp(ready_file, err_file) ? ready_file : out_file, err_file);
+    wait_for_text(ready_file, ready, 20000);
+    char *cmd = cmdline(pid);
+    cr_expect_null(strstr(cmd, "Hunter2"), "the password is in /proc/%d/cmdline: %s", (int)pid, cmd);
+    cr_expect_not_null(strstr(cmd, "xxxxxxxxxxxxxx"), "the password's place is not blanked: %s", cmd);
+    cr_expect_not_null(strstr(cmd, "--db"), "%s", cmd);
+    free(cmd);
+    kill(pid, SIGTERM);
+    cr_expect_eq(th_wait_exit(pid, 20000), 0);
+    char *err = read_all(err_file);
+    cr_expect(strstr(err, "warning: the --db value holds a password") && strstr(err, "PGPASSFILE") &&
+                  strstr(err, "PGPASSWORD") && strstr(err, "0600"),
+              "no warning naming the safer routes: %s", err);
+    expect_no_secret("stderr", err);
+    free(err);
+}
+
+Test(security_cli, a_password_in_db_is_warned_about_and_blanked_from_the_process_list, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char *uri = uri_with_password(&db, SECRET);
+    char out[600], err[600], kw[1200];
+    snprintf(out, sizeof out, "%s/top.out", th_tmpdir());
+    snprintf(err, sizeof err, "%s/top.err", th_tmpdir());
+
+    /* skipq top, password in a URI's user information */
+    const char *top[] = {SKIPQ_BIN, "top", "--interval", "1s", "--db", uri, NULL};
+    expect_blanked_while_running(top, out, "skipq top", err);
+
+    /* ... and as a password= keyword, given as --db=VALUE */
+    snprintf(kw, sizeof kw, "--db=%s password=%s", db.conninfo, SECRET);
+    const char *top_kw[] = {SKIPQ_BIN, "top", "--interval", "1s", kw, NULL};
+    expect_blanked_while_running(top_kw, out, "skipq top", err);
+
+    /* skipq run, through a host's whole life */
+    char *ini = th_host_ini(&db, "argv", NULL, NULL, "[queue default]\nthreads = 1\n");
+    const char *run[] = {SKIPQ_BIN, "run", "-c", ini, "--db", uri, NULL};
+    expect_blanked_while_running(run, err, "started as", err);
+
+    /* No password, no warning. */
+    char *e = NULL;
+    cr_expect_eq(th_cli(NULL, &e, "stats", "--db", db.conninfo, NULL), 0);
+    cr_expect_null(strstr(e, "warning"), "%s", e);
+    free(e);
+    free(uri);
+}
 
 /* ---- 8: database text never drives the terminal ------------------------------------- */
 
