@@ -284,57 +284,165 @@ static int cmd_migrate(int argc, char **argv)
 
 #define FILE_BATCH_JOBS 5000
 #define FILE_BATCH_BYTES (8u << 20)
+#define OID_JSONB 3802
+#define OID_JSONB_ARRAY 3807
+#define ARRAY_HEADER 20 /* ndim, flags, element type, size, lower bound */
 
-/* One batch of NDJSON lines being turned into a JSON array. */
+/*
+ * One batch of lines as a binary jsonb[] parameter. Each line reaches the
+ * server as an array element of its own and is parsed there on its own, so
+ * a line is exactly one JSON value or the batch is refused. (Joining the
+ * lines into one JSON text, as skipq once did, let two bad lines make good
+ * jobs: `{"ids":[1` and `2]},{...}` joined into valid JSON.) The binary
+ * form needs no quoting, so building it costs a copy per line.
+ */
 struct file_batch {
-    char *buf;
+    char *buf; /* header, then per line: int32 length, jsonb version 1, text */
     size_t len, cap;
-    long *lines; /* file line of each element */
+    long *lines;      /* file line of each element */
+    size_t *offsets;  /* where each element's text starts in buf */
     size_t n;
 };
 
+static void put32(char *p, uint32_t v)
+{
+    p[0] = (char)(v >> 24);
+    p[1] = (char)(v >> 16);
+    p[2] = (char)(v >> 8);
+    p[3] = (char)v;
+}
+
+static uint32_t get32(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
+}
+
+static void batch_reset(struct file_batch *b)
+{
+    put32(b->buf, 1);          /* one dimension */
+    put32(b->buf + 4, 0);      /* no NULLs */
+    put32(b->buf + 8, OID_JSONB);
+    put32(b->buf + 16, 1);     /* lower bound; the size goes in at flush */
+    b->len = ARRAY_HEADER;
+    b->n = 0;
+}
+
 static bool batch_append(struct file_batch *b, const char *line, size_t n, long lineno)
 {
-    if (b->len + n + 3 > b->cap) {
-        size_t cap = (b->len + n + 3) * 2;
+    if (b->len + n + 5 > b->cap) {
+        size_t cap = (b->len + n + 5) * 2;
         char *nb = realloc(b->buf, cap);
         if (!nb)
             return false;
         b->buf = nb;
         b->cap = cap;
     }
-    b->buf[b->len++] = b->n ? ',' : '[';
-    memcpy(b->buf + b->len, line, n);
-    b->len += n;
-    b->buf[b->len] = '\0';
+    put32(b->buf + b->len, (uint32_t)n + 1);
+    b->buf[b->len + 4] = 1; /* jsonb's binary format: a version byte, then the text */
+    memcpy(b->buf + b->len + 5, line, n);
+    b->offsets[b->n] = b->len + 5;
     b->lines[b->n++] = lineno;
+    b->len += n + 5;
     return true;
 }
 
-/* The server said element i is bad, or could not parse the batch: name the line. */
-static long bad_line(PGconn *conn, const struct file_batch *b, const char *err, char **lines_text)
+/* The server refused the batch: the line to blame and why. enqueue_many
+ * names its element ("job N: ..."); a JSON error names nothing, so each
+ * line is parsed again on its own until one fails. */
+static long blame_line(PGconn *conn, const struct file_batch *b, const char *err, char *why, size_t whylen)
 {
     const char *j = strstr(err, "job ");
-    if (j) {
-        long i = strtol(j + 4, NULL, 10);
-        if (i >= 0 && (size_t)i < b->n)
-            return b->lines[i];
+    char *end = NULL;
+    long i = j ? strtol(j + 4, &end, 10) : -1;
+    if (i >= 0 && (size_t)i < b->n) {
+        /* "skipq.enqueue_many: job 3: kind must be ..." -> "kind must be ..." */
+        snprintf(why, whylen, "%s", strncmp(end, ": ", 2) == 0 ? end + 2 : err);
+        return b->lines[i];
     }
-    for (size_t i = 0; i < b->n; i++) { /* a JSON syntax error: find it */
-        const char *params[1] = {lines_text[i]};
-        PGresult *r = PQexecParams(conn, "SELECT $1::jsonb", 1, NULL, params, NULL, NULL, 0);
-        bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+    for (size_t k = 0; k < b->n; k++) {
+        const char *text = b->buf + b->offsets[k];
+        char *line = strndup(text, get32(text - 5) - 1);
+        const char *params[1] = {line};
+        PGresult *r = line ? PQexecParams(conn, "SELECT $1::pg_catalog.jsonb", 1, NULL, params, NULL, NULL, 0) : NULL;
+        bool bad = r && PQresultStatus(r) != PGRES_TUPLES_OK;
+        if (bad) {
+            const char *detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+            char m[256];
+            sq_db_error(conn, r, m, sizeof m);
+            snprintf(why, whylen, "invalid JSON (each line must be one JSON object): %s%s%s", m,
+                     detail ? ": " : "", detail ? detail : "");
+        }
         PQclear(r);
-        if (!ok)
-            return b->lines[i];
+        free(line);
+        if (bad)
+            return b->lines[k];
     }
     return 0;
+}
+
+/* Send one batch; 0, or the exit code once the failure is reported and
+ * the transaction rolled back. */
+static int flush_batch(PGconn *conn, struct file_batch *b, const char *path, int64_t *total)
+{
+    put32(b->buf + 12, (uint32_t)b->n);
+    const char *values[1] = {b->buf};
+    const Oid types[1] = {OID_JSONB_ARRAY};
+    const int lengths[1] = {(int)b->len}, formats[1] = {1};
+    PGresult *res = PQexecParams(conn,
+                                 "SELECT pg_catalog.count(*)"
+                                 "  FROM skipq.enqueue_many(pg_catalog.to_jsonb($1::pg_catalog.jsonb[]))",
+                                 1, types, values, lengths, formats, 0);
+    char err[SKIPQ_ERRBUF_SIZE], why[SKIPQ_ERRBUF_SIZE + 64], msg[2 * SKIPQ_ERRBUF_SIZE];
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && strtoll(PQgetvalue(res, 0, 0), NULL, 10) == (long long)b->n) {
+        *total += (int64_t)b->n;
+        PQclear(res);
+        batch_reset(b);
+        return 0;
+    }
+    bool failed = PQresultStatus(res) != PGRES_TUPLES_OK;
+    if (failed)
+        sq_db_error(conn, res, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "the server enqueued %s jobs for %zu lines", PQgetvalue(res, 0, 0), b->n);
+    PQclear(res);
+    const char *st = sq_db_last_sqlstate();
+    bool input = failed && strncmp(st, "22", 2) == 0; /* data exception: the file's fault */
+    PQclear(PQexec(conn, "ROLLBACK"));
+    long at = input ? blame_line(conn, b, err, why, sizeof why) : 0;
+    if (at)
+        snprintf(msg, sizeof msg, "%s:%ld: %s", path, at, why);
+    else if (failed && (!strcmp(st, "42883") || !strcmp(st, "3F000") || !strcmp(st, "42P01")))
+        snprintf(msg, sizeof msg, "%s: the skipq schema is missing or outdated (run `skipq migrate`): %s", path, err);
+    else
+        snprintf(msg, sizeof msg, "%s: %s", path, err);
+    print_error("enqueue", msg);
+    print_error("enqueue", "nothing was enqueued");
+    return input ? EXIT_USAGE : EXIT_RUNTIME;
+}
+
+/* Check and trim one line as read (len bytes, NUL bytes included): NULL
+ * with *bad set when it is not UTF-8 text, "" for a blank line. */
+static char *file_line(char *line, size_t len, char *bad, size_t badlen)
+{
+    const char *nul = memchr(line, '\0', len);
+    const char *inv = nul ? NULL : sq_utf8_invalid(line);
+    if (nul)
+        snprintf(bad, badlen, "a NUL byte at byte %zu (each line must be one JSON object in UTF-8 text)",
+                 (size_t)(nul - line) + 1);
+    else if (inv)
+        snprintf(bad, badlen, "invalid UTF-8 at byte %zu (each line must be one JSON object in UTF-8 text)",
+                 (size_t)(inv - line) + 1);
+    return nul || inv ? NULL : sq_trim(line);
 }
 
 /*
  * `skipq enqueue --file`: one job object per line, all in one transaction
  * (the file is enqueued whole or not at all), sent in batches through
- * skipq.enqueue_many(), with a progress line every second on stderr.
+ * skipq.enqueue_many(), with a progress line every second on stderr. A
+ * line is checked here for what the server cannot see (a NUL byte ends a
+ * C string, so it would silently cut the line) and parsed by the server
+ * on its own (struct file_batch).
  */
 static int enqueue_file(PGconn *conn, const char *path)
 {
@@ -343,71 +451,47 @@ static int enqueue_file(PGconn *conn, const char *path)
         fprintf(stderr, "skipq enqueue: cannot open %s: %s\n", path, strerror(errno));
         return EXIT_USAGE;
     }
-    struct file_batch b = {0};
-    char **texts = calloc(FILE_BATCH_JOBS, sizeof *texts);
+    struct file_batch b = {.buf = malloc(4096), .cap = 4096};
     b.lines = calloc(FILE_BATCH_JOBS, sizeof *b.lines);
+    b.offsets = calloc(FILE_BATCH_JOBS, sizeof *b.offsets);
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;
     int64_t total = 0, t0 = sq_now_ms(), last_report = t0;
     int rc = EXIT_RUNTIME;
     char err[SKIPQ_ERRBUF_SIZE];
-    if (!texts || !b.lines || !sq_db_exec(conn, "BEGIN", err, sizeof err)) {
-        fprintf(stderr, "skipq enqueue: %s\n", texts && b.lines ? err : "out of memory");
+    if (!b.buf || !b.lines || !b.offsets) {
+        fprintf(stderr, "skipq enqueue: out of memory\n");
+        goto out;
+    }
+    batch_reset(&b);
+    if (!sq_db_exec(conn, "BEGIN", err, sizeof err)) {
+        print_error("enqueue", err);
         goto out;
     }
     for (;;) {
         ssize_t got = getline(&line, &cap, f);
         if (got >= 0) {
             lineno++;
-            char *t = sq_trim(line);
+            char *t = file_line(line, (size_t)got, err, sizeof err);
+            if (!t) {
+                char msg[SKIPQ_ERRBUF_SIZE + 700];
+                snprintf(msg, sizeof msg, "%s:%ld: %s", path, lineno, err);
+                print_error("enqueue", msg);
+                rc = EXIT_USAGE;
+                goto rollback;
+            }
             if (!*t)
                 continue;
-            if (!(texts[b.n] = strdup(t)) || !batch_append(&b, t, strlen(t), lineno)) {
+            if (!batch_append(&b, t, strlen(t), lineno)) {
                 fprintf(stderr, "skipq enqueue: out of memory\n");
                 goto rollback;
             }
         }
-        bool flush = b.n > 0 && (got < 0 || b.n == FILE_BATCH_JOBS || b.len >= FILE_BATCH_BYTES);
-        if (flush) {
-            b.buf[b.len++] = ']';
-            b.buf[b.len] = '\0';
-            int64_t added = 0;
-            skipq_rc r = skipq_enqueue_many(conn, b.buf, &added, err, sizeof err);
-            if (r != SKIPQ_OK) {
-                PQclear(PQexec(conn, "ROLLBACK"));
-                long at = r == SKIPQ_EINVAL ? bad_line(conn, &b, err, texts) : 0;
-                if (at)
-                    fprintf(stderr, "skipq enqueue: %s:%ld: %s\n", path, at, err);
-                else
-                    fprintf(stderr, "skipq enqueue: %s: %s\n", path, err);
-                fprintf(stderr, "skipq enqueue: nothing was enqueued\n");
-                rc = r == SKIPQ_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
+        if (b.n > 0 && (got < 0 || b.n == FILE_BATCH_JOBS || b.len >= FILE_BATCH_BYTES)) {
+            if ((rc = flush_batch(conn, &b, path, &total)) != 0)
                 goto out;
-            }
-            if ((size_t)added != b.n) {
-                /* A line held more than one JSON value ("{...},{...}"). */
-                PQclear(PQexec(conn, "ROLLBACK"));
-                long at = 0;
-                for (size_t i = 0; i < b.n && !at; i++) {
-                    const char *params[1] = {texts[i]};
-                    PGresult *tr = PQexecParams(conn, "SELECT jsonb_typeof($1::jsonb)", 1, NULL, params, NULL, NULL, 0);
-                    if (PQresultStatus(tr) != PGRES_TUPLES_OK || strcmp(PQgetvalue(tr, 0, 0), "object") != 0)
-                        at = b.lines[i];
-                    PQclear(tr);
-                }
-                fprintf(stderr, "skipq enqueue: %s:%ld: each line must hold exactly one JSON object\n", path, at);
-                fprintf(stderr, "skipq enqueue: nothing was enqueued\n");
-                rc = EXIT_USAGE;
-                goto out;
-            }
-            total += added;
-            for (size_t i = 0; i < b.n; i++) {
-                free(texts[i]);
-                texts[i] = NULL;
-            }
-            b.n = 0;
-            b.len = 0;
+            rc = EXIT_RUNTIME;
             int64_t now = sq_now_ms();
             if (now - last_report >= 1000) {
                 fprintf(stderr, "skipq enqueue: %" PRId64 " jobs sent (%.0f/s), not yet committed\n", total,
@@ -423,7 +507,9 @@ static int enqueue_file(PGconn *conn, const char *path)
         goto rollback;
     }
     if (!sq_db_exec(conn, "COMMIT", err, sizeof err)) {
-        fprintf(stderr, "skipq enqueue: commit failed, nothing was enqueued: %s\n", err);
+        fprintf(stderr, "skipq enqueue: commit failed, nothing was enqueued: ");
+        sq_fput_text(stderr, err, SIZE_MAX, 0);
+        fputc('\n', stderr);
         goto out;
     }
     printf("%" PRId64 "\n", total);
@@ -433,11 +519,9 @@ rollback:
     PQclear(PQexec(conn, "ROLLBACK"));
     fprintf(stderr, "skipq enqueue: nothing was enqueued\n");
 out:
-    for (size_t i = 0; texts && i < FILE_BATCH_JOBS; i++)
-        free(texts[i]);
-    free(texts);
-    free(b.lines);
     free(b.buf);
+    free(b.lines);
+    free(b.offsets);
     free(line);
     if (f != stdin)
         fclose(f);
