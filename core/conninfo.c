@@ -44,17 +44,46 @@ static const char *uri_after_userinfo(const char *s, const char **at)
     return *p == '@' ? p + 1 : a;
 }
 
-/* A keyword libpq might know: lowercase letters and '_' only. Anything
- * else in keyword position is more likely a piece of a value, so it is
- * not named. */
-static bool keyword_like(const char *s, size_t n)
+/* Edit distance between a[0..n) and b, capped: 3 means "3 or more". */
+static size_t edits(const char *a, size_t n, const char *b)
 {
-    if (n == 0 || n > 40)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(islower((unsigned char)s[i]) || s[i] == '_'))
-            return false;
-    return true;
+    size_t m = strlen(b), row[48];
+    if (n > 40 || m > 40)
+        return 3;
+    for (size_t j = 0; j <= m; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            best = up + 1 < best ? up + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[m] < 3 ? row[m] : 3;
+}
+
+/* The libpq keyword that `word` (n bytes) is a typo of -- at most two
+ * edits away -- or NULL. Only such a word is named in a message: any other
+ * word in keyword position may be a piece of a value ("password=a b=c"). */
+static const char *typo_of(const char *word, size_t n, char *buf, size_t buflen)
+{
+    PQconninfoOption *opts = PQconndefaults();
+    const char *found = NULL;
+    size_t best = 3;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+        size_t d = edits(word, n, o->keyword);
+        if (d < best) {
+            best = d;
+            snprintf(buf, buflen, "%s", o->keyword);
+            found = buf;
+        }
+    }
+    PQconninfoFree(opts);
+    return found;
 }
 
 /* libpq's parse error `m` as our message: what is wrong, never the text. */
@@ -84,14 +113,17 @@ static void describe(const char *m, char *err, size_t errlen)
             return;
         }
     }
-    /* These two quote a keyword, which is worth naming when it is one. */
+    /* These two quote a word in keyword position: named only when it is a
+     * typo of a keyword, with the keyword meant. */
     bool uri = strncmp(m, "invalid URI query parameter", 27) == 0;
     if (uri || strncmp(m, "invalid connection option", 25) == 0) {
         const char *q = strchr(m, '"'), *e = q ? strchr(q + 1, '"') : NULL;
         const char *what = uri ? "the connection URI has an unknown query parameter"
                                : "the connection string has an unknown keyword";
-        if (e && keyword_like(q + 1, (size_t)(e - q - 1)))
-            snprintf(err, errlen, "%s \"%.*s\"", what, (int)(e - q - 1), q + 1);
+        char kw[48];
+        const char *meant = e ? typo_of(q + 1, (size_t)(e - q - 1), kw, sizeof kw) : NULL;
+        if (meant)
+            snprintf(err, errlen, "%s \"%.*s\" (did you mean \"%s\"?)", what, (int)(e - q - 1), q + 1, meant);
         else
             snprintf(err, errlen, "%s", what);
         return;

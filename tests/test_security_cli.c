@@ -132,6 +132,7 @@ Test(security_cli, a_percent_typo_in_a_password_is_described_and_never_echoed, .
         "postgresql://u:Hunter2/s3cret@localhost/db",   /* '/' unencoded: "Hunter2" was a port */
         "postgresql:/u:Hunter2-s3cret@localhost/db",    /* not a URI: the server repeated it as a database name */
         "host=localhost password=Hunter2 s3cret",       /* a blank unquoted: libpq quoted the word */
+        "host=localhost password=s3cret Hunter2=x",     /* ... or took it for a keyword */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         cr_expect_eq(th_cli(&out, &err, "stats", "--db", shapes[i], NULL), 2, "shape %zu: %s", i, err);
@@ -140,6 +141,10 @@ Test(security_cli, a_percent_typo_in_a_password_is_described_and_never_echoed, .
         free(out);
         free(err);
     }
+    /* A typo of a keyword is named, with the keyword meant. */
+    cr_expect_eq(th_cli(NULL, &err, "stats", "--db", "host=localhost pasword=x", NULL), 2);
+    cr_expect(strstr(err, "unknown keyword \"pasword\" (did you mean \"password\"?)"), "%s", err);
+    free(err);
     free(uri);
 }
 
