@@ -284,6 +284,7 @@ static int cmd_migrate(int argc, char **argv)
 
 #define FILE_BATCH_JOBS 5000
 #define FILE_BATCH_BYTES (8u << 20)
+#define FILE_MAX_LINE 0x0FFFFFFF
 #define OID_JSONB 3802
 #define OID_JSONB_ARRAY 3807
 #define ARRAY_HEADER 20 /* ndim, flags, element type, size, lower bound */
@@ -425,6 +426,10 @@ static int flush_batch(PGconn *conn, struct file_batch *b, const char *path, int
  * with *bad set when it is not UTF-8 text, "" for a blank line. */
 static char *file_line(char *line, size_t len, char *bad, size_t badlen)
 {
+    if (len > FILE_MAX_LINE) { /* jsonb's own limit; also keeps a batch within an int */
+        snprintf(bad, badlen, "the line is longer than %d bytes", FILE_MAX_LINE);
+        return NULL;
+    }
     const char *nul = memchr(line, '\0', len);
     const char *inv = nul ? NULL : sq_utf8_invalid(line);
     if (nul)
