@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,6 +160,10 @@ static pid_t spawn(const char *const *args, const char *out, const char *err)
         int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(o, 1);
         dup2(e, 2);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* as the harness's own children */
+        const char *asan = getenv("SKIPQ_CHILD_ASAN_OPTIONS");
+        if (asan)
+            setenv("ASAN_OPTIONS", asan, 1);
         execv(SKIPQ_BIN, (char *const *)args);
         _exit(127);
     }
