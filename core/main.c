@@ -353,10 +353,11 @@ static bool batch_append(struct file_batch *b, const char *line, size_t n, long 
  * line is parsed again on its own until one fails. */
 static long blame_line(PGconn *conn, const struct file_batch *b, const char *err, char *why, size_t whylen)
 {
-    const char *j = strstr(err, "job ");
+    static const char tag[] = "enqueue_many: job ";
+    const char *j = strstr(err, tag);
     char *end = NULL;
-    long i = j ? strtol(j + 4, &end, 10) : -1;
-    if (i >= 0 && (size_t)i < b->n) {
+    long i = j ? strtol(j + sizeof tag - 1, &end, 10) : -1;
+    if (i >= 0 && (size_t)i < b->n && end != j + sizeof tag - 1) {
         /* "skipq.enqueue_many: job 3: kind must be ..." -> "kind must be ..." */
         snprintf(why, whylen, "%s", strncmp(end, ": ", 2) == 0 ? end + 2 : err);
         return b->lines[i];
