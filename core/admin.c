@@ -40,22 +40,28 @@ static void print_rows(FILE *out, const PGresult *res, bool json, const char *nu
         fputs("]\n", out);
         return;
     }
+    /* Database text is made visible (util.h): a value holding ESC or a
+     * newline must not drive the terminal or fake a row. */
     int *w = calloc((size_t)cols, sizeof *w);
     if (!w)
         return;
     for (int c = 0; c < cols; c++) {
-        w[c] = (int)strlen(PQfname(res, c));
+        w[c] = (int)sq_text_width(PQfname(res, c));
         for (int r = 0; r < rows; r++) {
-            int l = PQgetlength(res, r, c);
+            int l = (int)sq_text_width(PQgetvalue(res, r, c));
             w[c] = l > w[c] ? (l > 60 ? 60 : l) : w[c];
         }
     }
-    for (int c = 0; c < cols; c++)
-        fprintf(out, "%s%-*s", c ? "  " : "", w[c], PQfname(res, c));
+    for (int c = 0; c < cols; c++) {
+        fputs(c ? "  " : "", out);
+        sq_fput_text(out, PQfname(res, c), SIZE_MAX, (size_t)w[c]);
+    }
     fputc('\n', out);
     for (int r = 0; r < rows; r++) {
-        for (int c = 0; c < cols; c++)
-            fprintf(out, "%s%-*.*s", c ? "  " : "", w[c], w[c], PQgetisnull(res, r, c) ? "" : PQgetvalue(res, r, c));
+        for (int c = 0; c < cols; c++) {
+            fputs(c ? "  " : "", out);
+            sq_fput_text(out, PQgetisnull(res, r, c) ? "" : PQgetvalue(res, r, c), (size_t)w[c], (size_t)w[c]);
+        }
         fputc('\n', out);
     }
     free(w);
@@ -130,8 +136,11 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
         print_rows(out, ex, true, "execution,attempt,ms");
         fputs("}\n", out);
     } else {
-        for (int c = 0; c < PQnfields(job); c++)
-            fprintf(out, "%-17s %s\n", PQfname(job, c), PQgetisnull(job, 0, c) ? "" : PQgetvalue(job, 0, c));
+        for (int c = 0; c < PQnfields(job); c++) {
+            fprintf(out, "%-17s ", PQfname(job, c));
+            sq_fput_text(out, PQgetisnull(job, 0, c) ? "" : PQgetvalue(job, 0, c), SIZE_MAX, 0);
+            fputc('\n', out);
+        }
         fputs("\nexecutions:\n", out);
         print_rows(out, ex, false, "");
     }

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "conninfo.h"
 #include "log.h"
 #include "util.h"
 
@@ -71,20 +72,20 @@ static const char *const db_keys[] = {
     "keepalives_interval", "keepalives_count", "tcp_user_timeout", "gssencmode", NULL};
 
 /* listen_conninfo must parse as libpq would, so a typo stops the host at
- * start-up instead of leaving it without wake-ups. */
+ * start-up instead of leaving it without wake-ups. The message says what is
+ * wrong without quoting the value, which may hold a password (conninfo.c). */
 static bool set_listen_conninfo(struct parse_ctx *c, const char *value)
 {
     if (!*value)
         return fail(c, "[database] listen_conninfo must not be empty (leave the key out to poll only)");
-    char *msg = NULL;
-    PQconninfoOption *opts = PQconninfoParse(value, &msg);
-    if (!opts) {
-        char m[256];
-        snprintf(m, sizeof m, "%s", msg ? msg : "out of memory");
-        m[strcspn(m, "\n")] = '\0';
-        PQfreemem(msg);
-        return fail(c, "[database] listen_conninfo: %s", m);
-    }
+    char why[256];
+    if (!sq_conninfo_is_string(value))
+        return fail(c, "[database] listen_conninfo: not a URI (postgresql://...) or keyword=value pairs");
+    if (!sq_conninfo_check(value, why, sizeof why))
+        return fail(c, "[database] listen_conninfo: %s", why);
+    PQconninfoOption *opts = PQconninfoParse(value, NULL);
+    if (!opts)
+        return fail(c, "out of memory");
     for (PQconninfoOption *o = opts; o->keyword; o++)
         if (strcmp(o->keyword, "password") == 0 && o->val && *o->val)
             c->cfg->db_has_password = true;
@@ -106,6 +107,9 @@ static bool handle_database(struct parse_ctx *c, const char *key, const char *va
     }
     if (strcmp(key, "listen_conninfo") == 0)
         return set_listen_conninfo(c, value);
+    char why[256];
+    if (strcmp(key, "url") == 0 && !sq_conninfo_check(value, why, sizeof why))
+        return fail(c, "[database] url: %s", why);
     for (int i = 0; db_keys[i]; i++) {
         if (strcmp(key, db_keys[i]) != 0)
             continue;
@@ -131,11 +135,25 @@ static bool set_duration(struct parse_ctx *c, const char *sect, const char *key,
                          int64_t min_ms, int64_t *out)
 {
     int64_t ms;
-    if (!sq_parse_duration_ms(value, &ms))
-        return fail(c, "[%s] %s: \"%s\" is not a duration (use e.g. 500ms, 30s, 5m, 1h)", sect, key, value);
+    const char *why = sq_parse_duration_why(value, &ms);
+    if (why)
+        return fail(c, "[%s] %s: \"%s\" %s", sect, key, value, why);
     if (ms < min_ms)
         return fail(c, "[%s] %s: %s is too short (minimum %lldms)", sect, key, value, (long long)min_ms);
     *out = ms;
+    return true;
+}
+
+/* A whole-number key within [min, max]. */
+static bool set_int(struct parse_ctx *c, const char *sect, const char *key, const char *value, int64_t min,
+                    int64_t max, int *out)
+{
+    int64_t v;
+    const char *why = sq_parse_int_why(value, min, max, &v);
+    if (why)
+        return fail(c, "[%s] %s: \"%s\" %s; it must be a whole number from %lld to %lld", sect, key, value, why,
+                    (long long)min, (long long)max);
+    *out = (int)v;
     return true;
 }
 
@@ -183,13 +201,8 @@ static bool handle_retention(struct parse_ctx *c, const char *key, const char *v
         return set_duration(c, "retention", key, value, 0, &cfg->keep_cancelled_ms);
     if (strcmp(key, "interval") == 0)
         return set_duration(c, "retention", key, value, 100, &cfg->retention_interval_ms);
-    if (strcmp(key, "batch") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, 100000, &v))
-            return fail(c, "[retention] batch: \"%s\" must be a whole number from 1 to 100000", value);
-        cfg->retention_batch = (int)v;
-        return true;
-    }
+    if (strcmp(key, "batch") == 0)
+        return set_int(c, "retention", key, value, 1, 100000, &cfg->retention_batch);
     return fail(c, "unknown key \"%s\" in [retention]", key);
 }
 
@@ -392,32 +405,16 @@ static bool handle_queue(struct parse_ctx *c, const char *name, const char *key,
         return fail(c, "out of memory");
     if (!key)
         return true;
-    if (strcmp(key, "threads") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, SQ_MAX_THREADS, &v))
-            return fail(c, "[%s] threads: \"%s\" must be a whole number from 1 to %d", sect, value, SQ_MAX_THREADS);
-        g->threads = (int)v;
-        return true;
-    }
-    if (strcmp(key, "batch") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, SQ_MAX_BATCH, &v))
-            return fail(c, "[%s] batch: \"%s\" must be a whole number from 1 to %d", sect, value, SQ_MAX_BATCH);
-        g->batch = (int)v;
-        return true;
-    }
+    if (strcmp(key, "threads") == 0)
+        return set_int(c, sect, key, value, 1, SQ_MAX_THREADS, &g->threads);
+    if (strcmp(key, "batch") == 0)
+        return set_int(c, sect, key, value, 1, SQ_MAX_BATCH, &g->batch);
     if (strcmp(key, "kinds") == 0)
         return parse_kind_list(c, sect, value, &g->kinds, &g->nkinds);
     if (strcmp(key, "priority_aging") == 0)
         return set_duration(c, sect, key, value, 100, &g->aging_ms);
-    if (strcmp(key, "priority_aging_cap") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, -1000000, 1000000, &v))
-            return fail(c, "[%s] priority_aging_cap: \"%s\" must be a whole number from -1000000 to 1000000", sect,
-                        value);
-        g->aging_cap = (int)v;
-        return true;
-    }
+    if (strcmp(key, "priority_aging_cap") == 0)
+        return set_int(c, sect, key, value, -1000000, 1000000, &g->aging_cap);
     return fail(c, "unknown key \"%s\" in [%s]", key, sect);
 }
 
@@ -434,17 +431,19 @@ static bool set_rate(struct parse_ctx *c, const char *sect, const char *value, s
         const char *unit = slash + 1;
         while (*unit == ' ')
             unit++;
-        if (sq_parse_int(sq_trim(num), 1, 1000000, &v)) {
-            if (strcmp(unit, "s") == 0 || strcmp(unit, "second") == 0 || strcmp(unit, "sec") == 0) {
-                k->rate = (int)v;
-                k->rate_unit = "second";
-                return true;
-            }
-            if (strcmp(unit, "min") == 0 || strcmp(unit, "minute") == 0) {
-                k->rate = (int)v;
-                k->rate_unit = "minute";
-                return true;
-            }
+        const char *why = sq_parse_int_why(sq_trim(num), 1, 1000000, &v);
+        if (why)
+            return fail(c, "[%s] rate: \"%s\": N %s; write N/s or N/min with N from 1 to 1000000 (e.g. 10/s, "
+                           "100/min)", sect, value, why);
+        if (strcmp(unit, "s") == 0 || strcmp(unit, "second") == 0 || strcmp(unit, "sec") == 0) {
+            k->rate = (int)v;
+            k->rate_unit = "second";
+            return true;
+        }
+        if (strcmp(unit, "min") == 0 || strcmp(unit, "minute") == 0) {
+            k->rate = (int)v;
+            k->rate_unit = "minute";
+            return true;
         }
     }
     return fail(c, "[%s] rate: \"%s\" is not N/s or N/min with N from 1 to 1000000 (e.g. 10/s, 100/min)", sect,
@@ -462,13 +461,8 @@ static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, 
         return fail(c, "out of memory");
     if (!key)
         return true;
-    if (strcmp(key, "max_attempts") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, 100000, &v))
-            return fail(c, "[%s] max_attempts: \"%s\" must be a whole number from 1 to 100000", sect, value);
-        k->max_attempts = (int)v;
-        return true;
-    }
+    if (strcmp(key, "max_attempts") == 0)
+        return set_int(c, sect, key, value, 1, 100000, &k->max_attempts);
     if (strcmp(key, "backoff_base") == 0)
         return set_duration(c, sect, key, value, 0, &k->backoff_base_ms);
     if (strcmp(key, "backoff_cap") == 0)
@@ -477,13 +471,8 @@ static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, 
         return set_duration(c, sect, key, value, 1000, &k->lease_ms);
     if (strcmp(key, "timeout") == 0)
         return set_duration(c, sect, key, value, 1, &k->timeout_ms);
-    if (strcmp(key, "max_running") == 0) {
-        int64_t v;
-        if (!sq_parse_int(value, 1, 1000000, &v))
-            return fail(c, "[%s] max_running: \"%s\" must be a whole number from 1 to 1000000", sect, value);
-        k->max_running = (int)v;
-        return true;
-    }
+    if (strcmp(key, "max_running") == 0)
+        return set_int(c, sect, key, value, 1, 1000000, &k->max_running);
     if (strcmp(key, "rate") == 0)
         return set_rate(c, sect, value, k);
     return fail(c, "unknown key \"%s\" in [%s]", key, sect);
@@ -524,7 +513,6 @@ static bool handle_cron(struct parse_ctx *c, const char *name, const char *key, 
         return fail(c, "out of memory");
     if (!key)
         return true;
-    int64_t v;
     if (strcmp(key, "schedule") == 0) {
         char why[256];
         if (!sq_cron_parse(value, &k->cron, why, sizeof why))
@@ -552,18 +540,10 @@ static bool handle_cron(struct parse_ctx *c, const char *name, const char *key, 
             return fail(c, "[%s] payload: must be a JSON object ({...})", sect);
         return set_string(c, &k->payload, value);
     }
-    if (strcmp(key, "priority") == 0) {
-        if (!sq_parse_int(value, -1000000, 1000000, &v))
-            return fail(c, "[%s] priority: \"%s\" must be a whole number from -1000000 to 1000000", sect, value);
-        k->priority = (int)v;
-        return true;
-    }
-    if (strcmp(key, "max_attempts") == 0) {
-        if (!sq_parse_int(value, 1, 100000, &v))
-            return fail(c, "[%s] max_attempts: \"%s\" must be a whole number from 1 to 100000", sect, value);
-        k->max_attempts = (int)v;
-        return true;
-    }
+    if (strcmp(key, "priority") == 0)
+        return set_int(c, sect, key, value, -1000000, 1000000, &k->priority);
+    if (strcmp(key, "max_attempts") == 0)
+        return set_int(c, sect, key, value, 1, 100000, &k->max_attempts);
     if (strcmp(key, "catch_up") == 0) {
         if (strcmp(value, "latest") == 0)
             k->catch_up = SQ_CATCH_UP_LATEST;

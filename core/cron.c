@@ -13,8 +13,21 @@
  * each a comma list of `*`, N, N-M, with an optional /STEP (N/STEP means
  * N-max/STEP); months JAN-DEC and days SUN-SAT by name (case-insensitive);
  * day of week 0-7 with 0 and 7 both Sunday. When both day fields are
- * restricted (neither starts with `*`), a day matches if EITHER matches.
+ * restricted (neither starts with `*`), a day matches if EITHER matches;
+ * when one starts with `*` -- a stepped `*` included, as in Vixie cron and
+ * cronie, which set their DOM_STAR/DOW_STAR flags from the first character
+ * -- a day must match BOTH, the `*` field being every day (or every Nth).
+ * So "0 0 *\/31 2 6" (day of month `*` stepped by 31, i.e. the 1st) is
+ * midnight on 1 February when that is a Saturday (2025, 2031, 2042...),
+ * not every Saturday of February.
  * Aliases: @yearly @annually @monthly @weekly @daily @midnight @hourly.
+ *
+ * Completeness: the Gregorian calendar repeats every 400 years (146097
+ * days, a whole number of weeks), and a cron expression sees nothing but
+ * the calendar, so its matching minutes repeat with that period. If any
+ * minute matches, one lies in every 400-year span, and sq_cron_next()
+ * searches exactly that far: it fails only for an expression that never
+ * matches, which sq_cron_parse() refuses (by the same search).
  */
 #include "cron.h"
 
@@ -238,7 +251,8 @@ bool sq_cron_next(const struct sq_cron *c, const struct sq_civil *after, struct 
 {
     struct sq_civil t = *after;
     sq_civil_add_minutes(&t, 1);
-    const int last_year = after->year + 10;
+    /* One whole period of the calendar (see the top of the file). */
+    const int last_year = after->year + SQ_CRON_PERIOD_YEARS;
     while (t.year <= last_year) {
         if (!((c->months >> t.month) & 1)) {
             t.day = 1, t.hour = 0, t.minute = 0;

@@ -25,8 +25,12 @@ struct sq_civil {
  * and why. Refuses expressions that can never match (e.g. 0 0 30 2 *). */
 bool sq_cron_parse(const char *expr, struct sq_cron *out, char *err, size_t errlen);
 bool sq_cron_matches(const struct sq_cron *c, const struct sq_civil *t);
-/* The first matching minute strictly after `after`. False if none within
- * ten years (only for expressions sq_cron_parse would refuse). */
+/* The calendar's period: 400 Gregorian years are 146097 days, 20871 weeks. */
+#define SQ_CRON_PERIOD_YEARS 400
+
+/* The first matching minute strictly after `after`. Complete: it searches
+ * one whole period of the calendar, so it fails only for an expression
+ * that never matches, which sq_cron_parse refuses. */
 bool sq_cron_next(const struct sq_cron *c, const struct sq_civil *after, struct sq_civil *out);
 
 /* Calendar helpers, proleptic Gregorian. */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "conninfo.h"
 #include "util.h"
 
 /* SQLSTATE of the last error sq_db_error() saw on this thread, so callers
@@ -68,19 +69,57 @@ void sq_dbparams_free(struct sq_dbparams *p)
     memset(p, 0, sizeof *p);
 }
 
+/* Take out of a failed connection's message every connection string in p
+ * and every password libpq holds: a server repeats a database name, and a
+ * malformed URI can put part of a password in a host name. */
+static void redact_secrets(PGconn *conn, const struct sq_dbparams *p, char *err)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        if (!sq_conninfo_is_string(p->values[i]))
+            continue;
+        struct sq_span pw[4];
+        size_t n = sq_conninfo_passwords(p->values[i], pw, 4);
+        for (size_t k = 0; k < n && k < 4; k++) {
+            char *secret = strndup(p->values[i] + pw[k].start, pw[k].len);
+            sq_redact(err, secret);
+            free(secret);
+        }
+        sq_redact(err, p->values[i]);
+    }
+    PQconninfoOption *opts = PQconninfo(conn);
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "password") == 0)
+            sq_redact(err, o->val);
+    PQconninfoFree(opts);
+}
+
 PGconn *sq_db_connect(const struct sq_dbparams *p, char *err, size_t errlen)
 {
+    /* libpq expands the first dbname; its parse errors quote the text. */
+    for (size_t i = 0; i < p->n; i++) {
+        if (strcmp(p->keys[i], "dbname") != 0)
+            continue;
+        if (sq_conninfo_is_string(p->values[i]) && !sq_conninfo_check(p->values[i], err, errlen))
+            return NULL;
+        break;
+    }
     PGconn *conn = PQconnectdbParams(p->keys, p->values, 1);
     if (!conn) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     if (PQstatus(conn) != CONNECTION_OK) {
-        /* libpq's messages name host and port, never the password. */
         snprintf(err, errlen, "%s", PQerrorMessage(conn));
+        redact_secrets(conn, p, err);
         size_t n = strlen(err);
         while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
             err[--n] = '\0';
+        /* One line, for logs: libpq puts hints and each host tried on lines of their own. */
+        for (char *nl = strchr(err, '\n'); nl; nl = strchr(nl, '\n')) {
+            *nl = ';';
+            if (nl[1] == '\t')
+                nl[1] = ' ';
+        }
         PQfinish(conn);
         return NULL;
     }

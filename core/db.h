@@ -27,7 +27,9 @@ bool sq_dbparams_build(struct sq_dbparams *p, const struct sq_config *cfg, const
                        const char *application_name);
 void sq_dbparams_free(struct sq_dbparams *p);
 
-/* Connect; on failure returns NULL and a message in err (no password in it). */
+/* Connect; on failure returns NULL and a message in err that holds no
+ * connection string and no password (a malformed connection string is
+ * described, not quoted: conninfo.h). */
 PGconn *sq_db_connect(const struct sq_dbparams *p, char *err, size_t errlen);
 
 /* "host=... port=... dbname=... user=..." of a live connection, for logs. */

@@ -16,6 +16,7 @@
 
 #include "admin.h"
 #include "config.h"
+#include "conninfo.h"
 #include "db.h"
 #include "host.h"
 #include "log.h"
@@ -59,10 +60,100 @@ static const char USAGE[] =
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
+    char msg[1024]; /* arg is the user's, but a terminal is no place for its controls */
+    snprintf(msg, sizeof msg, fmt, arg);
     fprintf(stderr, "skipq %s: ", cmd);
-    fprintf(stderr, fmt, arg);
+    sq_fput_text(stderr, msg, SIZE_MAX, 0);
     fprintf(stderr, "\nTry 'skipq %s --help'.\n", cmd);
     return EXIT_USAGE;
+}
+
+/* A flag's value refused: what is wrong with it, then what it must be. */
+static int bad_flag(const char *cmd, const char *flag, const char *arg, const char *why, const char *want)
+{
+    fprintf(stderr, "skipq %s: %s: \"", cmd, flag);
+    sq_fput_text(stderr, arg, SIZE_MAX, 0);
+    fprintf(stderr, "\" %s; %s\nTry 'skipq %s --help'.\n", why, want, cmd);
+    return EXIT_USAGE;
+}
+
+/* A whole-number flag within [min, max]: 0, or the exit code. */
+static int int_flag(const char *cmd, const char *flag, const char *arg, int64_t min, int64_t max, int64_t *out)
+{
+    const char *why = sq_parse_int_why(arg, min, max, out);
+    char want[96];
+    snprintf(want, sizeof want, "it must be a whole number from %lld to %lld", (long long)min, (long long)max);
+    return why ? bad_flag(cmd, flag, arg, why, want) : 0;
+}
+
+/* A duration flag (util.h: no sign, nan, inf or overflow): 0, or the exit code. */
+static int duration_flag(const char *cmd, const char *flag, const char *arg, int64_t *out)
+{
+    const char *why = sq_parse_duration_why(arg, out);
+    return why ? bad_flag(cmd, flag, arg, why, "give a duration such as 30, 30s, 500ms, 5m") : 0;
+}
+
+/* "skipq CMD: MSG" on stderr. MSG often quotes database text (a server
+ * message repeats a value), so it is made visible first (util.h). */
+static void print_error(const char *cmd, const char *msg)
+{
+    fprintf(stderr, "skipq %s: ", cmd);
+    sq_fput_text(stderr, msg, SIZE_MAX, 0);
+    fputc('\n', stderr);
+}
+
+/*
+ * A password in --db is in the process list (/proc/PID/cmdline), which
+ * every local user can read, for as long as skipq runs. Warn, naming the
+ * routes that keep it out, and blank it in place, as database clients do:
+ * the argument moves to the heap (getopt reads it there) and the bytes ps
+ * shows become 'x'. Until this runs the password is visible, so it is a
+ * mitigation, not a fix.
+ */
+static void scrub_db_passwords(int argc, char **argv)
+{
+    bool warned = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        size_t off = strncmp(argv[i], "--db=", 5) == 0 ? 5 : 0;
+        if (off == 0 && (strcmp(argv[i], "--db") != 0 || ++i >= argc))
+            continue;
+        struct sq_span pw[4];
+        size_t n = sq_conninfo_passwords(argv[i] + off, pw, 4);
+        char *copy = n ? strdup(argv[i]) : NULL;
+        if (!copy)
+            continue;
+        if (!warned)
+            fputs("skipq: warning: the --db value holds a password, which other local users can read in the process "
+                  "list; skipq blanks it once it starts, but keep it off the command line: use a password file "
+                  "(~/.pgpass, or $PGPASSFILE), $PGPASSWORD, or [database] in an INI file of mode 0600\n",
+                  stderr);
+        warned = true;
+        for (size_t k = 0; k < n && k < 4; k++)
+            memset(argv[i] + off + pw[k].start, 'x', pw[k].len);
+        argv[i] = copy;
+    }
+}
+
+/*
+ * The connection string about to be used, when it comes from --db or
+ * $DATABASE_URL (a [database] url was checked with the INI): a malformed
+ * one is an input error, described without its text (conninfo.c).
+ */
+static int check_db_string(const struct common *c)
+{
+    const char *url = getenv("DATABASE_URL"), *what = NULL, *s = NULL;
+    if (c->db && *c->db)
+        what = "--db", s = c->db;
+    else if (!(c->cfg && c->cfg->ndb > 0) && url && *url)
+        what = "DATABASE_URL", s = url;
+    char why[256];
+    if (s && !sq_conninfo_check(s, why, sizeof why)) {
+        fprintf(stderr, "skipq: %s: %s\n", what, why);
+        return EXIT_USAGE;
+    }
+    return 0;
 }
 
 /* Load -c FILE if given. */
@@ -86,6 +177,11 @@ static PGconn *open_db(struct common *c, const char *application_name, int *rc)
 {
     if ((*rc = load_config(c)) != 0)
         return NULL;
+    if ((*rc = check_db_string(c)) != 0) {
+        sq_config_free(c->cfg);
+        c->cfg = NULL;
+        return NULL;
+    }
     PGconn *conn = connect_db(c, application_name);
     sq_config_free(c->cfg);
     c->cfg = NULL;
@@ -104,8 +200,11 @@ static PGconn *connect_db(struct common *c, const char *application_name)
     }
     PGconn *conn = sq_db_connect(&p, err, sizeof err);
     sq_dbparams_free(&p);
-    if (!conn)
-        fprintf(stderr, "skipq: cannot connect to the database: %s\n", err);
+    if (!conn) {
+        fputs("skipq: cannot connect to the database: ", stderr);
+        sq_fput_text(stderr, err, SIZE_MAX, 0);
+        fputc('\n', stderr);
+    }
     return conn;
 }
 
@@ -173,7 +272,7 @@ static int cmd_migrate(int argc, char **argv)
     skipq_rc r = skipq_migrate(conn, &applied, err, sizeof err);
     PQfinish(conn);
     if (r != SKIPQ_OK) {
-        fprintf(stderr, "skipq migrate: %s\n", err);
+        print_error("migrate", err);
         return EXIT_RUNTIME;
     }
     printf("skipq schema at version %d (%d migration%s applied)\n", skipq_schema_version_required(), applied,
@@ -185,57 +284,171 @@ static int cmd_migrate(int argc, char **argv)
 
 #define FILE_BATCH_JOBS 5000
 #define FILE_BATCH_BYTES (8u << 20)
+#define FILE_MAX_LINE 0x0FFFFFFF
+#define OID_JSONB 3802
+#define OID_JSONB_ARRAY 3807
+#define ARRAY_HEADER 20 /* ndim, flags, element type, size, lower bound */
 
-/* One batch of NDJSON lines being turned into a JSON array. */
+/*
+ * One batch of lines as a binary jsonb[] parameter. Each line reaches the
+ * server as an array element of its own and is parsed there on its own, so
+ * a line is exactly one JSON value or the batch is refused. (Joining the
+ * lines into one JSON text, as skipq once did, let two bad lines make good
+ * jobs: `{"ids":[1` and `2]},{...}` joined into valid JSON.) The binary
+ * form needs no quoting, so building it costs a copy per line.
+ */
 struct file_batch {
-    char *buf;
+    char *buf; /* header, then per line: int32 length, jsonb version 1, text */
     size_t len, cap;
-    long *lines; /* file line of each element */
+    long *lines;      /* file line of each element */
+    size_t *offsets;  /* where each element's text starts in buf */
     size_t n;
 };
 
+static void put32(char *p, uint32_t v)
+{
+    p[0] = (char)(v >> 24);
+    p[1] = (char)(v >> 16);
+    p[2] = (char)(v >> 8);
+    p[3] = (char)v;
+}
+
+static uint32_t get32(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
+}
+
+static void batch_reset(struct file_batch *b)
+{
+    put32(b->buf, 1);          /* one dimension */
+    put32(b->buf + 4, 0);      /* no NULLs */
+    put32(b->buf + 8, OID_JSONB);
+    put32(b->buf + 16, 1);     /* lower bound; the size goes in at flush */
+    b->len = ARRAY_HEADER;
+    b->n = 0;
+}
+
 static bool batch_append(struct file_batch *b, const char *line, size_t n, long lineno)
 {
-    if (b->len + n + 3 > b->cap) {
-        size_t cap = (b->len + n + 3) * 2;
+    if (b->len + n + 5 > b->cap) {
+        size_t cap = (b->len + n + 5) * 2;
         char *nb = realloc(b->buf, cap);
         if (!nb)
             return false;
         b->buf = nb;
         b->cap = cap;
     }
-    b->buf[b->len++] = b->n ? ',' : '[';
-    memcpy(b->buf + b->len, line, n);
-    b->len += n;
-    b->buf[b->len] = '\0';
+    put32(b->buf + b->len, (uint32_t)n + 1);
+    b->buf[b->len + 4] = 1; /* jsonb's binary format: a version byte, then the text */
+    memcpy(b->buf + b->len + 5, line, n);
+    b->offsets[b->n] = b->len + 5;
     b->lines[b->n++] = lineno;
+    b->len += n + 5;
     return true;
 }
 
-/* The server said element i is bad, or could not parse the batch: name the line. */
-static long bad_line(PGconn *conn, const struct file_batch *b, const char *err, char **lines_text)
+/* The server refused the batch: the line to blame and why. enqueue_many
+ * names its element ("job N: ..."); a JSON error names nothing, so each
+ * line is parsed again on its own until one fails. */
+static long blame_line(PGconn *conn, const struct file_batch *b, const char *err, char *why, size_t whylen)
 {
-    const char *j = strstr(err, "job ");
-    if (j) {
-        long i = strtol(j + 4, NULL, 10);
-        if (i >= 0 && (size_t)i < b->n)
-            return b->lines[i];
+    static const char tag[] = "enqueue_many: job ";
+    const char *j = strstr(err, tag);
+    char *end = NULL;
+    long i = j ? strtol(j + sizeof tag - 1, &end, 10) : -1;
+    if (i >= 0 && (size_t)i < b->n && end != j + sizeof tag - 1) {
+        /* "skipq.enqueue_many: job 3: kind must be ..." -> "kind must be ..." */
+        snprintf(why, whylen, "%s", strncmp(end, ": ", 2) == 0 ? end + 2 : err);
+        return b->lines[i];
     }
-    for (size_t i = 0; i < b->n; i++) { /* a JSON syntax error: find it */
-        const char *params[1] = {lines_text[i]};
-        PGresult *r = PQexecParams(conn, "SELECT $1::jsonb", 1, NULL, params, NULL, NULL, 0);
-        bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+    for (size_t k = 0; k < b->n; k++) {
+        const char *text = b->buf + b->offsets[k];
+        char *line = strndup(text, get32(text - 5) - 1);
+        const char *params[1] = {line};
+        PGresult *r = line ? PQexecParams(conn, "SELECT $1::pg_catalog.jsonb", 1, NULL, params, NULL, NULL, 0) : NULL;
+        bool bad = r && PQresultStatus(r) != PGRES_TUPLES_OK;
+        if (bad) {
+            const char *detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
+            char m[256];
+            sq_db_error(conn, r, m, sizeof m);
+            snprintf(why, whylen, "invalid JSON (each line must be one JSON object): %s%s%s", m,
+                     detail ? ": " : "", detail ? detail : "");
+        }
         PQclear(r);
-        if (!ok)
-            return b->lines[i];
+        free(line);
+        if (bad)
+            return b->lines[k];
     }
     return 0;
+}
+
+/* Send one batch; 0, or the exit code once the failure is reported and
+ * the transaction rolled back. */
+static int flush_batch(PGconn *conn, struct file_batch *b, const char *path, int64_t *total)
+{
+    put32(b->buf + 12, (uint32_t)b->n);
+    const char *values[1] = {b->buf};
+    const Oid types[1] = {OID_JSONB_ARRAY};
+    const int lengths[1] = {(int)b->len}, formats[1] = {1};
+    PGresult *res = PQexecParams(conn,
+                                 "SELECT pg_catalog.count(*)"
+                                 "  FROM skipq.enqueue_many(pg_catalog.to_jsonb($1::pg_catalog.jsonb[]))",
+                                 1, types, values, lengths, formats, 0);
+    char err[SKIPQ_ERRBUF_SIZE], why[SKIPQ_ERRBUF_SIZE + 64], msg[2 * SKIPQ_ERRBUF_SIZE];
+    if (PQresultStatus(res) == PGRES_TUPLES_OK && strtoll(PQgetvalue(res, 0, 0), NULL, 10) == (long long)b->n) {
+        *total += (int64_t)b->n;
+        PQclear(res);
+        batch_reset(b);
+        return 0;
+    }
+    bool failed = PQresultStatus(res) != PGRES_TUPLES_OK;
+    if (failed)
+        sq_db_error(conn, res, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "the server enqueued %s jobs for %zu lines", PQgetvalue(res, 0, 0), b->n);
+    PQclear(res);
+    const char *st = sq_db_last_sqlstate();
+    bool input = failed && strncmp(st, "22", 2) == 0; /* data exception: the file's fault */
+    PQclear(PQexec(conn, "ROLLBACK"));
+    long at = input ? blame_line(conn, b, err, why, sizeof why) : 0;
+    if (at)
+        snprintf(msg, sizeof msg, "%s:%ld: %s", path, at, why);
+    else if (failed && (!strcmp(st, "42883") || !strcmp(st, "3F000") || !strcmp(st, "42P01")))
+        snprintf(msg, sizeof msg, "%s: the skipq schema is missing or outdated (run `skipq migrate`): %s", path, err);
+    else
+        snprintf(msg, sizeof msg, "%s: %s", path, err);
+    print_error("enqueue", msg);
+    print_error("enqueue", "nothing was enqueued");
+    return input ? EXIT_USAGE : EXIT_RUNTIME;
+}
+
+/* Check and trim one line as read (len bytes, NUL bytes included): NULL
+ * with *bad set when it is not UTF-8 text, "" for a blank line. */
+static char *file_line(char *line, size_t len, char *bad, size_t badlen)
+{
+    if (len > FILE_MAX_LINE) { /* jsonb's own limit; also keeps a batch within an int */
+        snprintf(bad, badlen, "the line is longer than %d bytes", FILE_MAX_LINE);
+        return NULL;
+    }
+    const char *nul = memchr(line, '\0', len);
+    const char *inv = nul ? NULL : sq_utf8_invalid(line);
+    if (nul)
+        snprintf(bad, badlen, "a NUL byte at byte %zu (each line must be one JSON object in UTF-8 text)",
+                 (size_t)(nul - line) + 1);
+    else if (inv)
+        snprintf(bad, badlen, "invalid UTF-8 at byte %zu (each line must be one JSON object in UTF-8 text)",
+                 (size_t)(inv - line) + 1);
+    return nul || inv ? NULL : sq_trim(line);
 }
 
 /*
  * `skipq enqueue --file`: one job object per line, all in one transaction
  * (the file is enqueued whole or not at all), sent in batches through
- * skipq.enqueue_many(), with a progress line every second on stderr.
+ * skipq.enqueue_many(), with a progress line every second on stderr. A
+ * line is checked here for what the server cannot see (a NUL byte ends a
+ * C string, so it would silently cut the line) and parsed by the server
+ * on its own (struct file_batch).
  */
 static int enqueue_file(PGconn *conn, const char *path)
 {
@@ -244,71 +457,47 @@ static int enqueue_file(PGconn *conn, const char *path)
         fprintf(stderr, "skipq enqueue: cannot open %s: %s\n", path, strerror(errno));
         return EXIT_USAGE;
     }
-    struct file_batch b = {0};
-    char **texts = calloc(FILE_BATCH_JOBS, sizeof *texts);
+    struct file_batch b = {.buf = malloc(4096), .cap = 4096};
     b.lines = calloc(FILE_BATCH_JOBS, sizeof *b.lines);
+    b.offsets = calloc(FILE_BATCH_JOBS, sizeof *b.offsets);
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0;
     int64_t total = 0, t0 = sq_now_ms(), last_report = t0;
     int rc = EXIT_RUNTIME;
     char err[SKIPQ_ERRBUF_SIZE];
-    if (!texts || !b.lines || !sq_db_exec(conn, "BEGIN", err, sizeof err)) {
-        fprintf(stderr, "skipq enqueue: %s\n", texts && b.lines ? err : "out of memory");
+    if (!b.buf || !b.lines || !b.offsets) {
+        fprintf(stderr, "skipq enqueue: out of memory\n");
+        goto out;
+    }
+    batch_reset(&b);
+    if (!sq_db_exec(conn, "BEGIN", err, sizeof err)) {
+        print_error("enqueue", err);
         goto out;
     }
     for (;;) {
         ssize_t got = getline(&line, &cap, f);
         if (got >= 0) {
             lineno++;
-            char *t = sq_trim(line);
+            char *t = file_line(line, (size_t)got, err, sizeof err);
+            if (!t) {
+                char msg[SKIPQ_ERRBUF_SIZE + 700];
+                snprintf(msg, sizeof msg, "%s:%ld: %s", path, lineno, err);
+                print_error("enqueue", msg);
+                rc = EXIT_USAGE;
+                goto rollback;
+            }
             if (!*t)
                 continue;
-            if (!(texts[b.n] = strdup(t)) || !batch_append(&b, t, strlen(t), lineno)) {
+            if (!batch_append(&b, t, strlen(t), lineno)) {
                 fprintf(stderr, "skipq enqueue: out of memory\n");
                 goto rollback;
             }
         }
-        bool flush = b.n > 0 && (got < 0 || b.n == FILE_BATCH_JOBS || b.len >= FILE_BATCH_BYTES);
-        if (flush) {
-            b.buf[b.len++] = ']';
-            b.buf[b.len] = '\0';
-            int64_t added = 0;
-            skipq_rc r = skipq_enqueue_many(conn, b.buf, &added, err, sizeof err);
-            if (r != SKIPQ_OK) {
-                PQclear(PQexec(conn, "ROLLBACK"));
-                long at = r == SKIPQ_EINVAL ? bad_line(conn, &b, err, texts) : 0;
-                if (at)
-                    fprintf(stderr, "skipq enqueue: %s:%ld: %s\n", path, at, err);
-                else
-                    fprintf(stderr, "skipq enqueue: %s: %s\n", path, err);
-                fprintf(stderr, "skipq enqueue: nothing was enqueued\n");
-                rc = r == SKIPQ_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
+        if (b.n > 0 && (got < 0 || b.n == FILE_BATCH_JOBS || b.len >= FILE_BATCH_BYTES)) {
+            if ((rc = flush_batch(conn, &b, path, &total)) != 0)
                 goto out;
-            }
-            if ((size_t)added != b.n) {
-                /* A line held more than one JSON value ("{...},{...}"). */
-                PQclear(PQexec(conn, "ROLLBACK"));
-                long at = 0;
-                for (size_t i = 0; i < b.n && !at; i++) {
-                    const char *params[1] = {texts[i]};
-                    PGresult *tr = PQexecParams(conn, "SELECT jsonb_typeof($1::jsonb)", 1, NULL, params, NULL, NULL, 0);
-                    if (PQresultStatus(tr) != PGRES_TUPLES_OK || strcmp(PQgetvalue(tr, 0, 0), "object") != 0)
-                        at = b.lines[i];
-                    PQclear(tr);
-                }
-                fprintf(stderr, "skipq enqueue: %s:%ld: each line must hold exactly one JSON object\n", path, at);
-                fprintf(stderr, "skipq enqueue: nothing was enqueued\n");
-                rc = EXIT_USAGE;
-                goto out;
-            }
-            total += added;
-            for (size_t i = 0; i < b.n; i++) {
-                free(texts[i]);
-                texts[i] = NULL;
-            }
-            b.n = 0;
-            b.len = 0;
+            rc = EXIT_RUNTIME;
             int64_t now = sq_now_ms();
             if (now - last_report >= 1000) {
                 fprintf(stderr, "skipq enqueue: %" PRId64 " jobs sent (%.0f/s), not yet committed\n", total,
@@ -324,7 +513,9 @@ static int enqueue_file(PGconn *conn, const char *path)
         goto rollback;
     }
     if (!sq_db_exec(conn, "COMMIT", err, sizeof err)) {
-        fprintf(stderr, "skipq enqueue: commit failed, nothing was enqueued: %s\n", err);
+        fprintf(stderr, "skipq enqueue: commit failed, nothing was enqueued: ");
+        sq_fput_text(stderr, err, SIZE_MAX, 0);
+        fputc('\n', stderr);
         goto out;
     }
     printf("%" PRId64 "\n", total);
@@ -334,11 +525,9 @@ rollback:
     PQclear(PQexec(conn, "ROLLBACK"));
     fprintf(stderr, "skipq enqueue: nothing was enqueued\n");
 out:
-    for (size_t i = 0; texts && i < FILE_BATCH_JOBS; i++)
-        free(texts[i]);
-    free(texts);
-    free(b.lines);
     free(b.buf);
+    free(b.lines);
+    free(b.offsets);
     free(line);
     if (f != stdin)
         fclose(f);
@@ -471,9 +660,9 @@ static int cmd_enqueue(int argc, char **argv)
             eo.unique_key = optarg;
             break;
         case 'U' + 256:
-            if (!sq_parse_duration_ms(optarg, &eo.unique_for_ms) || eo.unique_for_ms <= 0)
-                rc = usage_error("enqueue", "--unique-for: \"%s\" is not a positive duration (e.g. 30s, 5m, 1h)",
-                                 optarg);
+            rc = duration_flag("enqueue", "--unique-for", optarg, &eo.unique_for_ms);
+            if (!rc && eo.unique_for_ms <= 0)
+                rc = bad_flag("enqueue", "--unique-for", optarg, "is not positive", "give e.g. 30s, 5m, 1h");
             break;
         case 'o':
             eo.ordering_key = optarg;
@@ -488,21 +677,14 @@ static int cmd_enqueue(int argc, char **argv)
             eo.queue = optarg;
             break;
         case 'p':
-            if (!sq_parse_int(optarg, -1000000, 1000000, &v))
-                rc = usage_error("enqueue", "--priority: \"%s\" is not a whole number from -1000000 to 1000000",
-                                 optarg);
-            else
+            if (!(rc = int_flag("enqueue", "--priority", optarg, -1000000, 1000000, &v)))
                 eo.priority = (int)v;
             break;
         case 'd':
-            if (!sq_parse_duration_ms(optarg, &eo.delay_ms))
-                rc = usage_error("enqueue", "--delay: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5m)", optarg);
+            rc = duration_flag("enqueue", "--delay", optarg, &eo.delay_ms);
             break;
         case 'm':
-            if (!sq_parse_int(optarg, 1, 100000, &v))
-                rc = usage_error("enqueue", "--max-attempts: \"%s\" is not a whole number from 1 to 100000",
-                                 optarg);
-            else
+            if (!(rc = int_flag("enqueue", "--max-attempts", optarg, 1, 100000, &v)))
                 eo.max_attempts = (int)v;
             break;
         default:
@@ -543,6 +725,8 @@ static int enqueue_one(struct common *cm, skipq_enqueue_opts *eo, int argc, char
     if (optind < argc)
         return usage_error("enqueue", "unexpected argument \"%s\"", argv[optind]);
     int rc = load_config(&c);
+    if (!rc && (rc = check_db_string(&c)) != 0)
+        sq_config_free(c.cfg);
     if (rc)
         return rc;
     if (!eo->max_attempts && c.cfg) {
@@ -568,12 +752,14 @@ static int enqueue_one(struct common *cm, skipq_enqueue_opts *eo, int argc, char
     PQfinish(conn);
     free(owned);
     if (r != SKIPQ_OK) {
-        fprintf(stderr, "skipq enqueue: %s\n", err);
+        print_error("enqueue", err);
         return r == SKIPQ_EINVAL ? EXIT_USAGE : EXIT_RUNTIME;
     }
-    if (*eo->existing_out)
-        fprintf(stderr, "skipq enqueue: existing: job %" PRId64 " holds unique key \"%s\"; nothing added\n", id,
-                eo->unique_key);
+    if (*eo->existing_out) {
+        fprintf(stderr, "skipq enqueue: existing: job %" PRId64 " holds unique key \"", id);
+        sq_fput_text(stderr, eo->unique_key, SIZE_MAX, 0);
+        fputs("\"; nothing added\n", stderr);
+    }
     printf("%" PRId64 "\n", id);
     return 0;
 }
@@ -604,6 +790,8 @@ static int cmd_run(int argc, char **argv)
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     int rc = load_config(&c);
+    if (!rc && (rc = check_db_string(&c)) != 0)
+        sq_config_free(c.cfg);
     if (rc)
         return rc;
     rc = sq_host_run(c.cfg, c.db);
@@ -616,7 +804,7 @@ static int cmd_run(int argc, char **argv)
 /* Exit code for a failed admin statement: bad input (class 22) is 2. */
 static int admin_failed(const char *cmd, const char *err)
 {
-    fprintf(stderr, "skipq %s: %s\n", cmd, err);
+    print_error(cmd, err);
     return strncmp(sq_db_last_sqlstate(), "22", 2) == 0 ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
@@ -700,8 +888,8 @@ static int cmd_jobs(int argc, char **argv)
             f.kind = optarg;
             break;
         case 'n':
-            if (!sq_parse_int(optarg, 1, 100000, &v))
-                return usage_error("jobs", "--limit: \"%s\" is not a whole number from 1 to 100000", optarg);
+            if (int_flag("jobs", "--limit", optarg, 1, 100000, &v))
+                return EXIT_USAGE;
             f.limit = (int)v;
             break;
         case 'j':
@@ -732,7 +920,7 @@ static int cmd_jobs(int argc, char **argv)
     char err[512];
     if (id) {
         int r = sq_admin_show(conn, stdout, id, json, err, sizeof err);
-        rc = r == 1 ? 0 : r == 0 ? (fprintf(stderr, "skipq jobs: %s\n", err), EXIT_RUNTIME) : admin_failed("jobs", err);
+        rc = r == 1 ? 0 : r == 0 ? (print_error("jobs", err), EXIT_RUNTIME) : admin_failed("jobs", err);
     } else {
         rc = sq_admin_list(conn, stdout, &f, json, err, sizeof err) ? 0 : admin_failed("jobs", err);
     }
@@ -779,8 +967,8 @@ static int cmd_retry(int argc, char **argv)
             f.since = optarg;
             break;
         case 'a':
-            if (!sq_parse_int(optarg, 1, 100000, &v))
-                return usage_error("retry", "--attempts: \"%s\" is not a whole number from 1 to 100000", optarg);
+            if (int_flag("retry", "--attempts", optarg, 1, 100000, &v))
+                return EXIT_USAGE;
             extra = (int)v;
             break;
         default:
@@ -942,7 +1130,7 @@ static int cmd_stats(int argc, char **argv)
     bool ok = sq_stats_print(conn, stdout, json, err, sizeof err);
     PQfinish(conn);
     if (!ok) {
-        fprintf(stderr, "skipq stats: %s\n", err);
+        print_error("stats", err);
         return EXIT_RUNTIME;
     }
     return 0;
@@ -950,15 +1138,28 @@ static int cmd_stats(int argc, char **argv)
 
 /* ---- top --------------------------------------------------------------------------- */
 
+/* --interval: whole milliseconds (1000), or a duration with a unit (1s,
+ * 500ms), from 100ms to 1h. */
+static int top_interval(const char *arg, int64_t *ms)
+{
+    static const char want[] = "give milliseconds or a duration (1000, 1s, 500ms) from 100ms to 1h";
+    const char *why = arg[strspn(arg, "0123456789")] == '\0' ? sq_parse_int_why(arg, 100, 3600000, ms)
+                                                             : sq_parse_duration_why(arg, ms);
+    if (!why && (*ms < 100 || *ms > 3600000))
+        why = "is out of range";
+    return why ? bad_flag("top", "--interval", arg, why, want) : 0;
+}
+
 static int cmd_top(int argc, char **argv)
 {
     static const char help[] =
-        "usage: skipq top [--interval MS] [--iterations N] [--json] [-c FILE] [--db CONNINFO]\n\n"
+        "usage: skipq top [--interval TIME] [--iterations N] [--json] [-c FILE] [--db CONNINFO]\n\n"
         "A live view, refreshed every second until SIGINT or SIGTERM: done/s and\n"
         "failed/s over the last 10 seconds (or the interval, if longer), per queue\n"
         "the backlog (ready, scheduled), running and expired jobs, rates and dead\n"
         "jobs of the last hour; live hosts and their threads; the latest error.\n\n"
-        "  -i, --interval MS     time between refreshes (100 to 3600000; default 1000)\n"
+        "  -i, --interval TIME   time between refreshes: milliseconds, or a duration\n"
+        "                        with a unit (500ms, 2s, 1m); 100ms to 1h (default 1000)\n"
         "  -n, --iterations N    stop after N refreshes (default: run until stopped)\n"
         "      --json            one JSON object per refresh, one per line\n"
         "The screen is cleared between refreshes only when standard output is a terminal.\n";
@@ -976,14 +1177,12 @@ static int cmd_top(int argc, char **argv)
             fputs(help, stdout);
             return 0;
         case 'i':
-            if (!sq_parse_int(optarg, 100, 3600000, &v))
-                return usage_error("top", "--interval: \"%s\" is not a whole number of milliseconds from 100 to 3600000",
-                                   optarg);
-            t.interval_ms = v;
+            if (top_interval(optarg, &t.interval_ms))
+                return EXIT_USAGE;
             break;
         case 'n':
-            if (!sq_parse_int(optarg, 1, 1000000000, &v))
-                return usage_error("top", "--iterations: \"%s\" is not a whole number from 1 to 1000000000", optarg);
+            if (int_flag("top", "--iterations", optarg, 1, 1000000000, &v))
+                return EXIT_USAGE;
             t.iterations = (long)v;
             break;
         case 'j':
@@ -1004,7 +1203,7 @@ static int cmd_top(int argc, char **argv)
     char err[512];
     rc = sq_top_run(conn, stdout, &t, err, sizeof err) == 0 ? 0 : EXIT_RUNTIME;
     if (rc)
-        fprintf(stderr, "skipq top: %s\n", err);
+        print_error("top", err);
     PQfinish(conn);
     return rc;
 }
@@ -1015,6 +1214,7 @@ int main(int argc, char **argv)
         fputs(USAGE, stderr);
         return EXIT_USAGE;
     }
+    scrub_db_passwords(argc, argv);
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         fputs(USAGE, stdout);

@@ -57,8 +57,10 @@ static void json_rows(FILE *out, const PGresult *res)
                 fputs("null", out);
             else if (t == OID_BOOL)
                 fputs(*v == 't' ? "true" : "false", out);
-            else if (is_number(t) || t == OID_JSON)
+            else if (is_number(t))
                 fputs(v, out);
+            else if (t == OID_JSON)
+                sq_json_raw(out, v);
             else
                 sq_json_string(out, v);
         }
@@ -76,20 +78,24 @@ static void table_rows(FILE *out, const PGresult *res, int skip)
     if (cols > 64)
         cols = 64;
     for (int c = skip; c < cols; c++) {
-        w[c] = (int)strlen(PQfname(res, c));
+        w[c] = (int)sq_text_width(PQfname(res, c));
         for (int r = 0; r < rows; r++) {
-            int l = PQgetisnull(res, r, c) ? 1 : PQgetlength(res, r, c);
+            int l = PQgetisnull(res, r, c) ? 1 : (int)sq_text_width(PQgetvalue(res, r, c));
             w[c] = l > w[c] ? l : w[c];
         }
     }
+    /* Host names, versions, queue lists: database text, made visible
+     * (util.h) so no value can drive the terminal. */
     for (int r = -1; r < rows; r++) {
         for (int c = skip; c < cols; c++) {
             const char *v = r < 0 ? PQfname(res, c) : PQgetisnull(res, r, c) ? "-" : PQgetvalue(res, r, c);
             if (r >= 0 && PQftype(res, c) == OID_BOOL && !PQgetisnull(res, r, c))
                 v = *v == 't' ? "yes" : "no";
-            bool right = is_number(PQftype(res, c));
-            int width = right ? w[c] : c + 1 < cols ? -w[c] : 0; /* no trailing blanks */
-            fprintf(out, "%s%*s", c > skip ? "  " : "", width, v);
+            fputs(c > skip ? "  " : "", out);
+            if (is_number(PQftype(res, c)))
+                for (size_t i = sq_text_width(v); i < (size_t)w[c]; i++)
+                    fputc(' ', out);
+            sq_fput_text(out, v, SIZE_MAX, is_number(PQftype(res, c)) || c + 1 == cols ? 0 : (size_t)w[c]);
         }
         fputc('\n', out);
     }
@@ -197,8 +203,11 @@ static void print_unserved(FILE *out, const PGresult *res, bool json)
             sq_json_string(out, PQgetvalue(res, r, 1));
             fprintf(out, ",\"ready\":%s}", PQgetvalue(res, r, 2));
         } else {
-            fprintf(out, "%sno live host serves kind \"%s\" on queue \"%s\": %s job(s) ready\n", n ? "" : "\n",
-                    PQgetvalue(res, r, 1), PQgetvalue(res, r, 0), PQgetvalue(res, r, 2));
+            fprintf(out, "%sno live host serves kind \"", n ? "" : "\n");
+            sq_fput_text(out, PQgetvalue(res, r, 1), SIZE_MAX, 0);
+            fputs("\" on queue \"", out);
+            sq_fput_text(out, PQgetvalue(res, r, 0), SIZE_MAX, 0);
+            fprintf(out, "\": %s job(s) ready\n", PQgetvalue(res, r, 2));
         }
         n++;
     }
@@ -355,9 +364,11 @@ static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, ch
             fputs("(no jobs)\n", out);
         else
             table_rows(out, rows, 0);
-        if (!PQgetisnull(head, 0, 4))
-            fprintf(out, "\nlast error %s, job %s: %.200s\n", PQgetvalue(head, 0, 5), PQgetvalue(head, 0, 3),
-                    PQgetvalue(head, 0, 4));
+        if (!PQgetisnull(head, 0, 4)) {
+            fprintf(out, "\nlast error %s, job %s: ", PQgetvalue(head, 0, 5), PQgetvalue(head, 0, 3));
+            sq_fput_text(out, PQgetvalue(head, 0, 4), 200, 0);
+            fputc('\n', out);
+        }
         else if (!o->clear)
             fputc('\n', out);
     }

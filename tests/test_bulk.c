@@ -3,6 +3,7 @@
  * skipq_enqueue_many(), and `skipq enqueue --file` (whole file or nothing).
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,73 @@ Test(bulk, cli_file_refuses_two_objects_on_a_line, .timeout = 60)
     cr_expect(strstr(err, where) != NULL, "stderr lacks %s: %s", where, err);
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0);
     free(err);
+}
+
+/*
+ * Each line is one JSON object on its own. Joined into one JSON text, two
+ * bad lines made good jobs ({"ids":[1 then 2]},{...}: two jobs, exit 0),
+ * and a NUL byte silently ended a line (jobs after it lost, exit 0). The
+ * inputs are the fuzz corpus of `enqueue --file`, each with what it must
+ * give; a file added to the corpus must be added here.
+ */
+Test(bulk, cli_file_parses_each_line_on_its_own, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    static const struct {
+        const char *file;
+        int line; /* 0: good */
+        const char *says;
+    } cases[] = {
+        {"two_bad_lines_joining_into_json.ndjson", 1, "invalid JSON"},
+        {"nul_bytes_ending_lines.ndjson", 1, "a NUL byte at byte 13"},
+        {"nul_byte_starting_line_3.ndjson", 3, "a NUL byte at byte 1"},
+        {"invalid_utf8_on_line_2.ndjson", 2, "invalid UTF-8"},
+        {"two_objects_on_line_2.ndjson", 2, "invalid JSON"},
+        {"an_array_on_line_2.ndjson", 2, "is not an object"},
+        {"a_good_start_then_a_cut_line_4.ndjson", 4, "invalid JSON"},
+        {"good_crlf_blank_and_no_final_newline.ndjson", 0, NULL},
+    };
+    const char *dir = SKIPQ_SOURCE_DIR "/tests/fuzz/corpus/enqueue_file";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[700], where[800];
+        snprintf(path, sizeof path, "%s/%s", dir, cases[i].file);
+        snprintf(where, sizeof where, "%s:%d: ", path, cases[i].line);
+        char *out = NULL, *err = NULL;
+        int st = th_cli(&out, &err, "enqueue", "--file", path, "--db", db.conninfo, NULL);
+        if (cases[i].line) {
+            cr_expect_eq(st, 2, "%s: exit %d: %s", cases[i].file, st, err);
+            cr_expect_str_eq(out, "", "%s", cases[i].file);
+            cr_expect(strstr(err, where) != NULL, "%s: stderr lacks %s: %s", cases[i].file, where, err);
+            cr_expect(strstr(err, cases[i].says) != NULL, "%s: stderr lacks \"%s\": %s", cases[i].file,
+                      cases[i].says, err);
+            cr_expect(strstr(err, "nothing was enqueued") != NULL, "%s: %s", cases[i].file, err);
+            cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0, "%s enqueued jobs", cases[i].file);
+        } else {
+            cr_expect_eq(st, 0, "%s: exit %d: %s", cases[i].file, st, err);
+            cr_expect_str_eq(out, "3\n", "%s", cases[i].file);
+            cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE kind = 'a'"
+                                            " AND payload = '{\"t\": \"caf\u00e9 \\u001b[2J\"}'"),
+                         1);
+            cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE kind = 'b' AND queue = 'q'"), 1);
+            cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE kind = 'c'"
+                                            " AND payload = '{\"ids\": [1, 2]}'"),
+                         1);
+            th_execf(db.conn, "TRUNCATE skipq.jobs, skipq.job_executions");
+        }
+        free(out);
+        free(err);
+    }
+    /* Every seed of the corpus has its expectation above. */
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    for (struct dirent *e; (e = readdir(d));) {
+        bool known = e->d_name[0] == '.';
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !known; i++)
+            known = strcmp(cases[i].file, e->d_name) == 0;
+        cr_expect(known, "%s/%s has no expectation in this test", dir, e->d_name);
+    }
+    closedir(d);
 }
 
 /* ---- the COPY path: skipq_copy_begin/add/end ---------------------------------------------- */

@@ -238,6 +238,55 @@ Test(cli_enqueue, negative_delay, .timeout = 60)
     expect_enqueue_refused(&db, st, out, err, "--delay", "\"-5\"");
 }
 
+/* Duration and number flags are checked as text before any conversion
+ * (a non-finite double converted to an integer is undefined behaviour),
+ * and the message says what is wrong. */
+Test(cli_enqueue, flags_that_are_not_numbers_say_what_is_wrong, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    static const struct {
+        const char *flag, *value, *says;
+    } bad[] = {
+        {"--delay", "nan", "\"nan\" is not a number"},
+        {"--delay", "inf", "\"inf\" is not a number"},
+        {"--delay", "-inf", "take no sign"},
+        {"--delay", "-0", "take no sign"},
+        {"--delay", "1e300", "\"1e300\" is too long (maximum"},
+        {"--delay", "99999999999999999999", "is too long"},
+        {"--delay", "5s later", "is not a duration"},
+        {"--unique-for", "nan", "\"nan\" is not a number"},
+        {"--unique-for", "0", "is not positive"},
+        {"--priority", "nan", "\"nan\" is not a number"},
+        {"--priority", "1e3", "\"1e3\" is not a whole number"},
+        {"--priority", "99999999999999999999", "is out of range"},
+        {"--max-attempts", "-0", "\"-0\" is out of range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out, *err;
+        int st = strcmp(bad[i].flag, "--unique-for")
+                     ? th_cli(&out, &err, "enqueue", "--db", db.conninfo, bad[i].flag, bad[i].value, "k", NULL)
+                     : th_cli(&out, &err, "enqueue", "--db", db.conninfo, "--unique-key", "u", bad[i].flag,
+                              bad[i].value, "k", NULL);
+        expect_enqueue_refused(&db, st, out, err, bad[i].flag, bad[i].says);
+    }
+    char *err = NULL;
+    cr_expect_eq(th_cli(NULL, &err, "top", "--interval", "nan", "--db", db.conninfo, NULL), 2);
+    cr_expect(strstr(err, "--interval: \"nan\" is not a number"), "%s", err);
+    free(err);
+    cr_expect_eq(th_cli(NULL, &err, "top", "--interval", "1e30s", "--db", db.conninfo, NULL), 2);
+    cr_expect(strstr(err, "is too long"), "%s", err);
+    free(err);
+    cr_expect_eq(th_cli(NULL, &err, "top", "--interval", "50ms", "--db", db.conninfo, NULL), 2);
+    cr_expect(strstr(err, "is out of range"), "%s", err);
+    free(err);
+    char *out = NULL;
+    cr_expect_eq(th_cli(&out, &err, "top", "--interval", "1s", "-n", "1", "--db", db.conninfo, NULL), 0, "%s", err);
+    cr_expect(strstr(out, "every 1000ms"), "%s", out);
+    free(out);
+    free(err);
+}
+
 Test(cli_enqueue, unknown_option, .timeout = 60)
 {
     struct th_db db;

@@ -3,6 +3,7 @@
  * exact "FILE:LINE: message" a bad one gets. No database needed.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "config.h"
 #include "harness.h"
 #include "log.h"
+#include "util.h"
 
 /* Load `text` written as `file`; on success *path_out holds the path. */
 static struct sq_config *load_text(const char *file, const char *text, char *err, size_t errlen, char **path_out)
@@ -642,6 +644,144 @@ Test(config, bad_scheduling_keys, .timeout = 60)
                  NULL);
     expect_error("e.ini", "[cron c]\nschedule = @daily\nkind = k\ncatch_up = sometimes\n", 4, "catch_up", NULL, NULL);
     expect_error("e.ini", "[cron c d]\nschedule = @daily\n", 1, "exactly one space", NULL, NULL);
+}
+
+/* ---- numbers that are not: every duration and whole-number key ----------------------- */
+
+static const struct {
+    const char *section, *key;
+} DURATION_KEYS[] = {
+    {"host", "poll_interval"},  {"host", "lease"},          {"host", "heartbeat"},      {"host", "shutdown_grace"},
+    {"retention", "done"},      {"retention", "dead"},      {"retention", "cancelled"}, {"retention", "interval"},
+    {"metrics", "unhealthy_after"}, {"queue q", "priority_aging"}, {"kind k", "backoff_base"},
+    {"kind k", "backoff_cap"},  {"kind k", "lease"},        {"kind k", "timeout"},
+};
+
+static const struct {
+    const char *section, *key;
+} INT_KEYS[] = {
+    {"retention", "batch"},   {"queue q", "threads"},   {"queue q", "batch"}, {"queue q", "priority_aging_cap"},
+    {"kind k", "max_attempts"}, {"kind k", "max_running"}, {"cron c", "priority"}, {"cron c", "max_attempts"},
+};
+
+/* Each value is refused before any conversion (a non-finite double
+ * converted to an integer is undefined behaviour: this suite runs under
+ * UBSan too), with what is wrong with it. */
+Test(config, non_finite_and_out_of_range_durations_are_refused_with_what_is_wrong, .timeout = 60)
+{
+    static const struct {
+        const char *value, *says;
+    } bad[] = {
+        {"nan", "\"nan\" is not a number"},
+        {"NaN", "\"NaN\" is not a number"},
+        {"inf", "\"inf\" is not a number"},
+        {"infinity", "\"infinity\" is not a number"},
+        {"-inf", "take no sign"},
+        {"-0", "take no sign"},
+        {"+5s", "take no sign"},
+        {"1e300", "\"1e300\" is too long (maximum 365250d"},
+        {"1e30s", "\"1e30s\" is too long"},
+        {"1e999", "is too long"},
+        {"99999999999999999999999", "is too long"},
+        {"365251d", "is too long"},
+        {"30s junk", "is not a duration"},
+        {"0x10", "is not a duration"},
+        {"5e", "is not a duration"},
+        {".", "is not a duration"},
+    };
+    for (size_t k = 0; k < sizeof DURATION_KEYS / sizeof DURATION_KEYS[0]; k++) {
+        for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
+            char text[256], where[96];
+            snprintf(text, sizeof text, "[%s]\n%s = %s\n", DURATION_KEYS[k].section, DURATION_KEYS[k].key,
+                     bad[v].value);
+            snprintf(where, sizeof where, "[%s] %s: ", DURATION_KEYS[k].section, DURATION_KEYS[k].key);
+            expect_error("d.ini", text, 2, where, bad[v].says, NULL);
+        }
+    }
+    /* The edges that are fine. */
+    struct sq_config *cfg = load_ok("edge.ini", "[retention]\ndone = 365250d\ndead = 1.5e3ms\ncancelled = .5s\n");
+    cr_expect_eq(cfg->keep_done_ms, 365250LL * 86400000LL);
+    cr_expect_eq(cfg->keep_dead_ms, 1500);
+    cr_expect_eq(cfg->keep_cancelled_ms, 500);
+    sq_config_free(cfg);
+}
+
+Test(config, non_numbers_and_out_of_range_whole_numbers_are_refused_with_what_is_wrong, .timeout = 60)
+{
+    static const struct {
+        const char *value, *says;
+    } bad[] = {
+        {"nan", "\"nan\" is not a number"},
+        {"inf", "\"inf\" is not a number"},
+        {"-inf", "\"-inf\" is not a number"},
+        {"1e300", "\"1e300\" is not a whole number"},
+        {"1.5", "is not a whole number"},
+        {"99999999999999999999", "is out of range"},
+        {"-99999999999999999999", "is out of range"},
+        {"9223372036854775808", "is out of range"},
+        {"4x", "\"4x\" is not a whole number"},
+        {"+5", "without '+'"},
+        {" 5", "is not a number"},
+        {"0x10", "is not a whole number"},
+    };
+    for (size_t k = 0; k < sizeof INT_KEYS / sizeof INT_KEYS[0]; k++) {
+        for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
+            char text[256], where[96];
+            /* inih trims values, so " 5" reaches skipq as "5": quote-free
+             * leading blanks are checked through sq_parse_int_why below. */
+            if (bad[v].value[0] == ' ')
+                continue;
+            snprintf(text, sizeof text, "[%s]\n%s = %s\n", INT_KEYS[k].section, INT_KEYS[k].key, bad[v].value);
+            snprintf(where, sizeof where, "[%s] %s: ", INT_KEYS[k].section, INT_KEYS[k].key);
+            expect_error("i.ini", text, 2, where, bad[v].says, "it must be a whole number from");
+        }
+    }
+    int64_t out = 7;
+    cr_expect_str_eq(sq_parse_int_why(" 5", 0, 10, &out), "is not a number");
+    cr_expect_null(sq_parse_int_why("-0", -5, 5, &out));
+    cr_expect_eq(out, 0);
+    expect_error("i.ini", "[kind k]\nmax_attempts = -0\n", 2, "\"-0\" is out of range", NULL, NULL);
+    expect_error("r.ini", "[kind k]\nrate = nan/s\n", 2, "[kind k] rate", "N is not a number", NULL);
+    expect_error("r.ini", "[kind k]\nrate = 1e9/min\n", 2, "[kind k] rate", "N is not a whole number", NULL);
+    expect_error("p.ini", "[metrics]\nlisten = 127.0.0.1:nan\n", 2, "[metrics] listen", "port", NULL);
+}
+
+/* The fuzz corpus for the INI loader: each file says on its first line
+ * what loading it must give ("; expect ok" or "; expect LINE: TEXT"). */
+Test(config, the_corpus_loads_as_each_file_expects, .timeout = 60)
+{
+    const char *dir = SKIPQ_SOURCE_DIR "/tests/fuzz/corpus/ini";
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[600], head[300] = "", err[1024] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        cr_assert_not_null(f);
+        cr_assert_not_null(fgets(head, sizeof head, f), "%s is empty", path);
+        fclose(f);
+        head[strcspn(head, "\n")] = '\0';
+        files++;
+        struct sq_config *cfg = sq_config_load(path, err, sizeof err);
+        int line = 0, n = 0;
+        if (strcmp(head, "; expect ok") == 0) {
+            cr_expect_not_null(cfg, "%s: %s", e->d_name, err);
+        } else {
+            cr_assert(sscanf(head, "; expect %d: %n", &line, &n) == 1 && n > 0, "%s: no expectation line", path);
+            char prefix[700];
+            snprintf(prefix, sizeof prefix, "%s:%d: ", path, line);
+            cr_expect_null(cfg, "%s loaded", e->d_name);
+            cr_expect(strncmp(err, prefix, strlen(prefix)) == 0, "%s: \"%s\" is not at line %d", e->d_name, err,
+                      line);
+            cr_expect_not_null(strstr(err, head + n), "%s: \"%s\" does not say \"%s\"", e->d_name, err, head + n);
+        }
+        sq_config_free(cfg);
+    }
+    closedir(d);
+    cr_expect_geq(files, 10);
 }
 
 /* The example configuration is valid, scheduling sections included. */
