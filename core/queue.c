@@ -146,7 +146,8 @@ static const char RELEASE_SQL[] =
  * job named there may run. The row goes when that job ends (trigger
  * jobs_ended, sql/009); a job waiting to retry keeps it. Rows picked but
  * refused stay pending. Jobs without a key skip both steps: one IS NULL
- * test each.
+ * test each. A key is held per queue (sql/050): both steps look only at
+ * the claiming queue's jobs and rows.
  *
  * Two statements share everything but the pick: CYCLE_SQL for groups that
  * serve no limited kind, CYCLE_LIMITED_SQL (below) for groups that do.
@@ -194,7 +195,8 @@ static const char RELEASE_SQL[] =
     "j.status = 'pending' AND j.queue = $1 AND j.run_at <= now()" \
     " AND (SELECT set_config('synchronous_commit', " sync ", true)) IS NOT NULL" \
     " AND (j.ordering_key IS NULL OR NOT EXISTS (" \
-    "      SELECT 1 FROM skipq.jobs e WHERE e.ordering_key = j.ordering_key AND e.id < j.id" \
+    "      SELECT 1 FROM skipq.jobs e WHERE e.queue OPERATOR(pg_catalog.=) j.queue" \
+    "         AND e.ordering_key = j.ordering_key AND e.id < j.id" \
     "         AND e.status IN ('blocked', 'pending', 'running')))"
 #define CYCLE_RUNNABLE \
     CYCLE_RUNNABLE_SYNC("CASE WHEN cardinality($6::int8[]) = 0 THEN 'off'" \
@@ -202,14 +204,14 @@ static const char RELEASE_SQL[] =
 #define CYCLE_ORDER " ORDER BY priority DESC, run_at, id"
 
 /* started: when the attempts are recorded as started. Serial keys, step 2:
- * take the key's row, or keep it when this job already holds it (a retry);
- * see the comment above. */
+ * take the key's row in this queue, or keep it when this job already holds
+ * it (a retry); see the comment above. */
 #define CYCLE_CLAIM(started) \
     "), turn AS (" \
-    "  INSERT INTO skipq.ordering_keys AS k (ordering_key, job_id)" \
-    "  SELECT DISTINCT ON (ordering_key) ordering_key, id FROM pick" \
+    "  INSERT INTO skipq.ordering_keys AS k (queue, ordering_key, job_id)" \
+    "  SELECT DISTINCT ON (ordering_key) $1::pg_catalog.text, ordering_key, id FROM pick" \
     "   WHERE ordering_key IS NOT NULL ORDER BY ordering_key, id" \
-    "  ON CONFLICT (ordering_key) DO UPDATE SET job_id = k.job_id WHERE k.job_id = EXCLUDED.job_id" \
+    "  ON CONFLICT (queue, ordering_key) DO UPDATE SET job_id = k.job_id WHERE k.job_id = EXCLUDED.job_id" \
     "  RETURNING k.job_id" \
     "), ins AS (" \
     "  INSERT INTO skipq.job_executions (job_id, attempt, worker, started_at)" \
