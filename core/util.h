@@ -10,6 +10,10 @@
 /* Parse "250ms", "30s", "5m", "1h", "2d" or a bare number of seconds into
  * milliseconds. false on anything else, on negatives and on overflow. */
 bool sq_parse_duration_ms(const char *s, int64_t *out);
+/* Parse a size: a whole number of bytes, or followed by B, kB/KiB, MB/MiB
+ * or GB/GiB (each a power of 1024, as PostgreSQL counts them). false on
+ * anything else and on overflow. */
+bool sq_parse_bytes(const char *s, int64_t *out);
 /* Parse a whole decimal number within [min, max]. */
 bool sq_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 bool sq_parse_bool(const char *s, bool *out);
