@@ -217,9 +217,8 @@ static const char RELEASE_SQL[] =
  * payload, whatever the batch (the worker then asks for as many as fitted,
  * so little is picked in vain). When the whole pick fits -- the usual case
  * -- the first branch takes it and the running sum (a sort of the pick) is
- * never computed. Serial keys, step 2: take the key's row in
- * this queue, or keep it when this job already holds it (a retry); see the
- * comment above. */
+ * never computed. Serial keys, step 2: take the key's row in this queue, or
+ * keep it when this job already holds it (a retry); see the comment above. */
 #define CYCLE_CLAIM(started, budget) \
     "), fit AS (" \
     "  SELECT id, attempts, ordering_key FROM pick" \
@@ -272,9 +271,9 @@ static const char CYCLE_SQL[] =
     CYCLE_RESULT;
 
 /*
- * CYCLE_SQL with no outcomes to record ($1-$5, the budget as $6): what an idle thread
- * sends when woken, where every statement node saved is latency. The same
- * pick and claim; the result has only claimed rows.
+ * CYCLE_SQL with no outcomes to record ($1-$5, and the budget as $6): what
+ * an idle thread sends when woken, where every statement node saved is
+ * latency. The same pick and claim; the result has only claimed rows.
  */
 static const char CLAIM_SQL[] =
     "WITH pick AS MATERIALIZED ("

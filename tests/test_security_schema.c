@@ -155,7 +155,8 @@ Test(security_schema, a_job_named_in_depends_on_is_claimed_and_finished_while_th
     cr_expect_eq(status_is(db.conn, child3, "done", 20000), 1);
     cr_expect_eq(th_scalarf(db.conn,
                             "SELECT count(*) FROM skipq.job_executions c, skipq.job_executions p"
-                            " WHERE c.job_id = %" PRId64 " AND p.job_id = %" PRId64 " AND c.started_at >= p.finished_at",
+                            " WHERE c.job_id = %" PRId64 " AND p.job_id = %" PRId64
+                            "   AND c.started_at >= p.finished_at",
                             child3, slow),
                  1, "the child started before its parent finished");
     cr_expect_eq(th_scalarf(db.conn, "SELECT has_dependents::int FROM skipq.jobs WHERE id = %" PRId64, slow), 1);
@@ -442,7 +443,8 @@ Test(security_schema, a_host_claims_big_payloads_in_claims_within_its_budget, .t
                       " FROM generate_series(1, 20)");
     char ledger[600];
     snprintf(ledger, sizeof ledger, "%s/budget.ledger", th_tmpdir());
-    char *ini = th_host_ini(&db, "budget", "claim_bytes = 1MiB\n", ledger, "[queue default]\nthreads = 2\nbatch = 100\n");
+    char *ini = th_host_ini(&db, "budget", "claim_bytes = 1MiB\n", ledger,
+                            "[queue default]\nthreads = 2\nbatch = 100\n");
     pid_t pid = th_host_start(ini);
     cr_assert_eq(th_wait_scalar(db.conn, 20, 60000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 20);
     cr_expect_eq(th_host_stop(pid, 15000), 0);
@@ -533,10 +535,11 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
         cr_expect_str_eq(sqlstate_of(w, allowed[i]), "", "the worker may not: %s: %s", allowed[i],
                          PQerrorMessage(w));
-    static const char *const forbidden[] = {"DELETE FROM skipq.ordering_keys", "DELETE FROM skipq.kind_limits",
-                                            "DELETE FROM skipq.cron_state", "UPDATE skipq.ordering_keys SET queue = 'x'",
-                                            "UPDATE skipq.cron_state SET name = 'x'",
-                                            "DELETE FROM skipq.dependency_inbox"};
+    static const char *const forbidden[] = {
+        "DELETE FROM skipq.ordering_keys",          "DELETE FROM skipq.kind_limits",
+        "DELETE FROM skipq.cron_state",             "UPDATE skipq.ordering_keys SET queue = 'x'",
+        "UPDATE skipq.cron_state SET name = 'x'",   "DELETE FROM skipq.dependency_inbox",
+        "INSERT INTO skipq.dependency_inbox VALUES (1)"};
     for (size_t i = 0; i < sizeof forbidden / sizeof forbidden[0]; i++)
         cr_expect_str_eq(sqlstate_of(w, forbidden[i]), "42501", "the worker may: %s", forbidden[i]);
     PQfinish(w);
@@ -616,7 +619,8 @@ Test(security_schema, enqueue_many_refuses_a_batch_over_its_limits, .timeout = 6
     cr_expect_eq(n, 10000);
     free(fits);
     th_execf(db.conn, "UPDATE skipq.settings SET value = '4096' WHERE key = 'max_batch_bytes'");
-    char *wide = array_of(100, "{\"kind\": \"t\", \"payload\": {\"pad\": \"0123456789012345678901234567890123456789\"}}");
+    char *wide =
+        array_of(100, "{\"kind\": \"t\", \"payload\": {\"pad\": \"0123456789012345678901234567890123456789\"}}");
     cr_expect_eq(skipq_enqueue_many(db.conn, wide, &n, err, sizeof err), SKIPQ_EINVAL);
     cr_expect(strstr(err, "the limit is 4096 (skipq.settings max_batch_bytes)") != NULL, "%s", err);
     free(wide);
