@@ -149,11 +149,53 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
     return 1;
 }
 
+/* The jobs a retry redrives (alias j): by id, dead or cancelled; or dead
+ * ones by filter. */
+#define RETRY_TARGETS \
+    " (($1::int8[] IS NOT NULL AND j.id = ANY($1::int8[]) AND j.status IN ('dead', 'cancelled'))" \
+    "  OR ($1::int8[] IS NULL AND j.status = 'dead'" \
+    "      AND ($2::text IS NULL OR j.kind = $2) AND ($3::text IS NULL OR j.queue = $3)" \
+    "      AND ($4::timestamptz IS NULL OR j.finished_at >= $4::timestamptz)))"
+
+/*
+ * A redriven child goes back to blocked while a parent is not done, and
+ * the parent's end must then find it: the parents are locked and flagged
+ * has_dependents first, in the same transaction, so each either ended
+ * before (and the redrive sees that) or ends after it commits (and its
+ * trigger finds the child). An enqueue no longer flags parents (it must
+ * lock no other job, sql/050), so a child created dead has unflagged ones.
+ */
+static const char RETRY_FLAG_PARENTS_SQL[] =
+    "WITH lk AS MATERIALIZED ("
+    "  SELECT p.id FROM skipq.jobs p"
+    "   WHERE p.id = ANY(ARRAY(SELECT DISTINCT d FROM skipq.jobs j, pg_catalog.unnest(j.depends_on) AS d"
+    "                           WHERE j.depends_on IS NOT NULL AND" RETRY_TARGETS "))"
+    "   ORDER BY p.id FOR NO KEY UPDATE"
+    ") UPDATE skipq.jobs p SET has_dependents = true FROM lk"
+    "   WHERE p.id OPERATOR(pg_catalog.=) lk.id AND NOT p.has_dependents"
+    " RETURNING 1";
+
 /*
  * Redrive: dead (or cancelled) jobs go back to pending now, with `extra`
  * more attempts: max_attempts = attempts + extra. Attempts are extended,
  * not reset, so the audit trail (one execution per attempt) stays whole.
  */
+static const char RETRY_SQL[] =
+    "WITH r AS (UPDATE skipq.jobs j SET"
+    "   status = CASE WHEN EXISTS (SELECT 1 FROM skipq.jobs p"
+    "                               WHERE p.id = ANY(j.depends_on) AND p.status <> 'done')"
+    "            THEN 'blocked' ELSE 'pending' END,"
+    "   run_at = now(), finished_at = NULL,"
+    "   max_attempts = attempts + $5::int, lease_expires_at = NULL"
+    " WHERE" RETRY_TARGETS
+    /* A job whose unique key another job of its kind holds now stays as
+     * it is (keys are per kind: sql/050). */
+    "   AND (j.unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.jobs h"
+    "         WHERE h.kind OPERATOR(pg_catalog.=) j.kind"
+    "           AND h.unique_key = j.unique_key AND h.id <> j.id"
+    "           AND (h.status IN ('blocked', 'pending', 'running') OR h.unique_until IS NOT NULL)))"
+    " RETURNING 1) SELECT count(*) FROM r";
+
 long sq_admin_retry(PGconn *conn, const int64_t *ids, size_t n, const struct sq_job_filter *f, int extra,
                     char *err, size_t errlen)
 {
@@ -165,28 +207,22 @@ long sq_admin_retry(PGconn *conn, const int64_t *ids, size_t n, const struct sq_
         return -1;
     }
     const char *params[5] = {idarr, f ? f->kind : NULL, f ? f->queue : NULL, f ? f->since : NULL, x};
-    PGresult *res = run(conn,
-                        "WITH r AS (UPDATE skipq.jobs j SET"
-                        "   status = CASE WHEN EXISTS (SELECT 1 FROM skipq.jobs p"
-                        "                               WHERE p.id = ANY(j.depends_on) AND p.status <> 'done')"
-                        "            THEN 'blocked' ELSE 'pending' END,"
-                        "   run_at = now(), finished_at = NULL,"
-                        "   max_attempts = attempts + $5::int, lease_expires_at = NULL"
-                        " WHERE (($1::int8[] IS NOT NULL AND id = ANY($1::int8[]) AND status IN ('dead', 'cancelled'))"
-                        "     OR ($1::int8[] IS NULL AND status = 'dead'"
-                        "         AND ($2::text IS NULL OR kind = $2) AND ($3::text IS NULL OR queue = $3)"
-                        "         AND ($4::timestamptz IS NULL OR finished_at >= $4::timestamptz)))"
-                        /* A job whose unique key another job holds now stays as it is. */
-                        "   AND (j.unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.jobs h"
-                        "         WHERE h.unique_key = j.unique_key AND h.id <> j.id"
-                        "           AND (h.status IN ('blocked', 'pending', 'running') OR h.unique_until IS NOT NULL)))"
-                        " RETURNING 1) SELECT count(*) FROM r",
-                        5, params, err, errlen);
-    free(idarr);
-    if (!res)
-        return -1;
-    long count = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    long count = -1;
+    bool own_txn = PQtransactionStatus(conn) == PQTRANS_IDLE;
+    PGresult *res = NULL;
+    if (own_txn && !sq_db_exec(conn, "BEGIN", err, errlen))
+        goto out;
+    res = run(conn, RETRY_FLAG_PARENTS_SQL, 4, params, err, errlen);
+    bool flagged = res != NULL;
     PQclear(res);
+    res = flagged ? run(conn, RETRY_SQL, 5, params, err, errlen) : NULL;
+    if (res)
+        count = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    if (own_txn && !sq_db_exec(conn, count >= 0 ? "COMMIT" : "ROLLBACK", count >= 0 ? err : NULL, errlen))
+        count = -1;
+out:
+    free(idarr);
     return count;
 }
 

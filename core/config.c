@@ -26,6 +26,7 @@
 
 #include "conninfo.h"
 #include "log.h"
+#include "queue.h"
 #include "util.h"
 
 #define MAX_INI_NAME 48 /* inih truncates section and key names at 50 */
@@ -175,6 +176,14 @@ static bool handle_host(struct parse_ctx *c, const char *key, const char *value)
         return set_duration(c, "host", key, value, 100, &cfg->heartbeat_ms);
     if (strcmp(key, "shutdown_grace") == 0)
         return set_duration(c, "host", key, value, 0, &cfg->grace_ms);
+    if (strcmp(key, "claim_bytes") == 0) {
+        int64_t v;
+        if (!sq_parse_bytes(value, &v) || v < 1 || v > (1LL << 30))
+            return fail(c, "[host] claim_bytes: \"%s\" must be a size from 1 byte to 1GiB (e.g. 16MiB, 65536)",
+                        value);
+        cfg->claim_bytes = v;
+        return true;
+    }
     if (strcmp(key, "synchronous_commit") == 0) {
         if (!sq_parse_bool(value, &cfg->synchronous_commit))
             return fail(c, "[host] synchronous_commit: \"%s\" is not on or off", value);
@@ -926,6 +935,7 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen)
     cfg->grace_ms = 30000;
     cfg->log_level = SQ_LOG_INFO;
     cfg->synchronous_commit = true;
+    cfg->claim_bytes = SQ_CLAIM_BYTES_DEFAULT;
     cfg->retention_interval_ms = 60000;
     cfg->retention_batch = 1000;
     cfg->metrics_unhealthy_ms = 30000;

@@ -85,6 +85,7 @@ struct sq_config {
     int64_t poll_ms, lease_ms, heartbeat_ms, grace_ms;
     int log_level;
     bool synchronous_commit; /* false: SET synchronous_commit = off on skipq's sessions */
+    int64_t claim_bytes;     /* most payload bytes one claim takes (always at least one job) */
     /* [retention]: delete finished jobs older than these (0: keep) */
     int64_t keep_done_ms, keep_dead_ms, keep_cancelled_ms;
     int64_t retention_interval_ms;

@@ -494,6 +494,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     }
     sq_notify_status("loading plugins");
     sq_queue_use_unnamed(cfg->pooled);
+    sq_queue_set_claim_bytes(cfg->claim_bytes);
     h->plugins = sq_plugins_load(cfg, err, sizeof err);
     if (!h->plugins) {
         log_error("%s", err);

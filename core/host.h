@@ -124,6 +124,8 @@ struct sq_host {
     atomic_bool ready;          /* every thread connected once */
     _Atomic int64_t hb_beat, hb_down_since;
     atomic_bool hb_connected, listener_connected;
+    atomic_bool deps_wake; /* an enqueue left children to settle: the heartbeat
+                              thread runs sq_deps_round without waiting for its round */
 };
 
 /* The runtime entry of a registered kind (NULL for an unknown kind). */

@@ -6,7 +6,9 @@
  * (sql/004_notify.sql sends the queue name when runnable jobs are inserted)
  * and wakes only the idle threads of the groups serving that queue. For
  * delayed jobs (sql/041_notify_delayed.sql) it passes on when they fall
- * due, and one idle thread wakes then.
+ * due, and one idle thread wakes then. When an enqueue leaves children for
+ * the dependency round (sql/050_scoped_keys.sql), it has the heartbeat
+ * thread run that round at once.
  *
  * DESIGN
  * - A notification is a hint. Polling stays the path that guarantees
@@ -43,20 +45,48 @@ static PGconn *listen_connect(struct sq_host *h, char *err, size_t errlen)
     return conn;
 }
 
+/* Further ahead than this, a due time is left to the poll: no job is
+ * enqueued more than 10 years ahead, and anyone may NOTIFY. */
+#define DUE_MAX_MS 315360000000LL
+
+/* The MS of "+MS": digits only, at most DUE_MAX_MS; -1 otherwise. Parsed
+ * by hand, so an absurd value is refused, never overflowed. */
+static int64_t due_ms(const char *s)
+{
+    if (*s++ != '+' || !*s)
+        return -1;
+    int64_t ms = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || ms > DUE_MAX_MS / 10)
+            return -1;
+        ms = ms * 10 + (*s - '0');
+    }
+    return ms <= DUE_MAX_MS ? ms : -1;
+}
+
 /* "QUEUE": runnable jobs now; "QUEUE +MS": the earliest delayed job of an
- * insert falls due in MS milliseconds (sql/041_notify_delayed.sql). */
+ * insert falls due in MS milliseconds (sql/041_notify_delayed.sql);
+ * "!deps": an enqueue left children for the dependency round
+ * (sql/050_scoped_keys.sql; no queue name starts with '!'). A payload of
+ * no form this host knows is ignored: notifications are hints, and any
+ * role that can connect may send one. */
 static void announce(struct sq_host *h, char *payload)
 {
+    if (strcmp(payload, "!deps") == 0) {
+        atomic_store(&h->deps_wake, true);
+        return;
+    }
     char *sp = strchr(payload, ' ');
     if (!sp) {
         sq_host_wake(h, payload);
         return;
     }
     *sp = '\0';
-    char *end;
-    long long ms = strtoll(sp + 1, &end, 10);
-    if (sp[1] != '+' || *end || ms < 0)
-        return; /* not a form this host knows */
+    int64_t ms = due_ms(sp + 1);
+    if (ms < 0) {
+        log_debug("listener: ignoring a notification whose due time is not +MS within 10 years");
+        return;
+    }
     sq_host_due(h, payload, sq_now_ms() + ms);
 }
 

@@ -3,7 +3,9 @@
  *
  * Everything happens in one transaction behind a transaction-scoped advisory
  * lock, so two hosts migrating at once serialise: the second finds the work
- * done and applies nothing. A failed migration rolls back whole.
+ * done and applies nothing. A failed migration rolls back whole. A run that
+ * applies anything ends by taking EXECUTE on skipq's functions from PUBLIC,
+ * so a new function is never callable by every role in between.
  */
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -108,6 +110,13 @@ skipq_rc skipq_migrate(PGconn *conn, int *applied_out, char *errbuf, size_t errl
         PQclear(res);
         applied++;
     }
+    /* PostgreSQL gives PUBLIC EXECUTE on every new function, and default
+     * privileges cannot take that away per schema: revoke it after every
+     * run that created something (sql/052_privileges.sql). */
+    res = applied ? PQexec(conn, "REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA skipq FROM PUBLIC") : NULL;
+    if (res && PQresultStatus(res) != PGRES_COMMAND_OK)
+        return fail_rollback(conn, res, "could not revoke PUBLIC's rights on the skipq functions", errbuf, errlen);
+    PQclear(res);
     res = PQexec(conn, "COMMIT");
     if (PQresultStatus(res) != PGRES_COMMAND_OK)
         return fail_rollback(conn, res, "could not commit the migrations", errbuf, errlen);

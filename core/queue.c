@@ -24,6 +24,7 @@
 #include "queue.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,7 +125,8 @@ static const char RELEASE_SQL[] =
  * One round trip per worker cycle: record the outcomes of the jobs the
  * worker finished ($6..$10: id, execution id, outcome 0 done / 1 retry /
  * 2 fail, retry delay ms, error) -- each fenced like DONE_SQL and FAIL_SQL --
- * and then claim up to $5 more (sq_queue_claim is this with no outcomes).
+ * and then claim up to $5 more, within $11 payload bytes (sq_queue_claim is
+ * this with no outcomes).
  * The claim: pick (FOR NO KEY UPDATE SKIP LOCKED in a MATERIALIZED CTE),
  * insert the execution rows, mark the jobs running. Both halves touch
  * disjoint rows (running vs pending), so one snapshot serves both.
@@ -146,7 +148,8 @@ static const char RELEASE_SQL[] =
  * job named there may run. The row goes when that job ends (trigger
  * jobs_ended, sql/009); a job waiting to retry keeps it. Rows picked but
  * refused stay pending. Jobs without a key skip both steps: one IS NULL
- * test each.
+ * test each. A key is held per queue (sql/050): both steps look only at
+ * the claiming queue's jobs and rows.
  *
  * Two statements share everything but the pick: CYCLE_SQL for groups that
  * serve no limited kind, CYCLE_LIMITED_SQL (below) for groups that do.
@@ -194,26 +197,48 @@ static const char RELEASE_SQL[] =
     "j.status = 'pending' AND j.queue = $1 AND j.run_at <= now()" \
     " AND (SELECT set_config('synchronous_commit', " sync ", true)) IS NOT NULL" \
     " AND (j.ordering_key IS NULL OR NOT EXISTS (" \
-    "      SELECT 1 FROM skipq.jobs e WHERE e.ordering_key = j.ordering_key AND e.id < j.id" \
+    "      SELECT 1 FROM skipq.jobs e WHERE e.queue OPERATOR(pg_catalog.=) j.queue" \
+    "         AND e.ordering_key = j.ordering_key AND e.id < j.id" \
     "         AND e.status IN ('blocked', 'pending', 'running')))"
 #define CYCLE_RUNNABLE \
     CYCLE_RUNNABLE_SYNC("CASE WHEN cardinality($6::int8[]) = 0 THEN 'off'" \
                         " ELSE current_setting('synchronous_commit') END")
 #define CYCLE_ORDER " ORDER BY priority DESC, run_at, id"
 
-/* started: when the attempts are recorded as started. Serial keys, step 2:
- * take the key's row, or keep it when this job already holds it (a retry);
- * see the comment above. */
-#define CYCLE_CLAIM(started) \
+/* What a picked job weighs against the claim's byte budget: its payload
+ * as the host will receive it. */
+#define CLAIM_BYTES "pg_catalog.octet_length(j.payload::pg_catalog.text) AS bytes"
+
+/* started: when the attempts are recorded as started. budget: the claim's
+ * byte budget parameter. `fit` keeps the picked jobs, best first, while
+ * their payloads add up to at most the budget, and always the first: the
+ * rest of the pick stays pending (its row locks go at commit), so what one
+ * claim brings into the host's memory is bounded by the budget plus one
+ * payload, whatever the batch (the worker then asks for as many as fitted,
+ * so little is picked in vain). When the whole pick fits -- the usual case
+ * -- the first branch takes it and the running sum (a sort of the pick) is
+ * never computed. Serial keys, step 2: take the key's row in this queue, or
+ * keep it when this job already holds it (a retry); see the comment above. */
+#define CYCLE_CLAIM(started, budget) \
+    "), fit AS (" \
+    "  SELECT id, attempts, ordering_key FROM pick" \
+    "   WHERE (SELECT pg_catalog.sum(bytes) FROM pick) OPERATOR(pg_catalog.<=) " budget "::pg_catalog.int8" \
+    "  UNION ALL" \
+    "  SELECT id, attempts, ordering_key FROM (" \
+    "    SELECT id, attempts, ordering_key, pg_catalog.sum(bytes) OVER w AS upto," \
+    "           pg_catalog.row_number() OVER w AS n FROM pick" \
+    "     WHERE (SELECT pg_catalog.sum(bytes) FROM pick) OPERATOR(pg_catalog.>) " budget "::pg_catalog.int8" \
+    "    WINDOW w AS (ORDER BY priority DESC, run_at, id ROWS UNBOUNDED PRECEDING)) b" \
+    "   WHERE b.upto OPERATOR(pg_catalog.<=) " budget "::pg_catalog.int8 OR b.n OPERATOR(pg_catalog.=) 1" \
     "), turn AS (" \
-    "  INSERT INTO skipq.ordering_keys AS k (ordering_key, job_id)" \
-    "  SELECT DISTINCT ON (ordering_key) ordering_key, id FROM pick" \
+    "  INSERT INTO skipq.ordering_keys AS k (queue, ordering_key, job_id)" \
+    "  SELECT DISTINCT ON (ordering_key) $1::pg_catalog.text, ordering_key, id FROM fit" \
     "   WHERE ordering_key IS NOT NULL ORDER BY ordering_key, id" \
-    "  ON CONFLICT (ordering_key) DO UPDATE SET job_id = k.job_id WHERE k.job_id = EXCLUDED.job_id" \
+    "  ON CONFLICT (queue, ordering_key) DO UPDATE SET job_id = k.job_id WHERE k.job_id = EXCLUDED.job_id" \
     "  RETURNING k.job_id" \
     "), ins AS (" \
     "  INSERT INTO skipq.job_executions (job_id, attempt, worker, started_at)" \
-    "  SELECT id, attempts + 1, $4, " started " FROM pick" \
+    "  SELECT id, attempts + 1, $4, " started " FROM fit" \
     "   WHERE ordering_key IS NULL OR id IN (SELECT job_id FROM turn)" \
     "  RETURNING id, job_id, attempt" \
     "), claimed AS (" \
@@ -221,7 +246,7 @@ static const char RELEASE_SQL[] =
     "     SET status = 'running', attempts = ins.attempt, locked_by = $4, current_execution_id = ins.id," \
     "         lease_expires_at = now() + interval '1 millisecond' *" \
     "           (SELECT l.ms FROM unnest($2::text[], $3::int8[]) AS l(kind, ms) WHERE l.kind = j.kind LIMIT 1)" \
-    "    FROM ins WHERE j.id = ins.job_id AND j.id = ANY(ARRAY(SELECT id FROM pick))" \
+    "    FROM ins WHERE j.id = ins.job_id AND j.id = ANY(ARRAY(SELECT id FROM fit))" \
     "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::text AS payload, ins.attempt, j.max_attempts" \
     ")"
 
@@ -237,27 +262,27 @@ static const char RELEASE_SQL[] =
 static const char CYCLE_SQL[] =
     CYCLE_OUTCOMES
     "), pick AS MATERIALIZED ("
-    "  SELECT id, attempts, ordering_key FROM skipq.jobs j"
+    "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j"
     "   WHERE " CYCLE_RUNNABLE " AND j.kind = ANY($2::text[])"
     CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_CLAIM("now()")
+    CYCLE_CLAIM("now()", "$11")
     CYCLE_RESULT;
 
 /*
- * CYCLE_SQL with no outcomes to record ($1-$5 only): what an idle thread
- * sends when woken, where every statement node saved is latency. The same
- * pick and claim; the result has only claimed rows.
+ * CYCLE_SQL with no outcomes to record ($1-$5, and the budget as $6): what
+ * an idle thread sends when woken, where every statement node saved is
+ * latency. The same pick and claim; the result has only claimed rows.
  */
 static const char CLAIM_SQL[] =
     "WITH pick AS MATERIALIZED ("
-    "  SELECT id, attempts, ordering_key FROM skipq.jobs j"
+    "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j"
     "   WHERE " CYCLE_RUNNABLE_SYNC("'off'") " AND j.kind = ANY($2::text[])"
     CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_CLAIM("now()")
+    CYCLE_CLAIM("now()", "$6")
     " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
 
 /*
@@ -282,7 +307,7 @@ static const char CYCLE_LIMITED_SQL[] =
     "  SELECT a.kind, a.allowed, a.at FROM skipq.claim_allowance($2::text[], $7::int8[]) AS a"
     "   WHERE (SELECT count(*) FROM exe) >= 0"
     "), free AS MATERIALIZED ("
-    "  SELECT id, attempts, priority, run_at, ordering_key FROM skipq.jobs j"
+    "  SELECT id, attempts, priority, run_at, ordering_key, " CLAIM_BYTES " FROM skipq.jobs j"
     "   WHERE " CYCLE_RUNNABLE " AND j.kind = ANY($2::text[]) AND j.kind NOT IN (SELECT kind FROM lim)"
     /* A one-time filter: with every kind limited, no scan at all (it
      * would read every pending job of the queue to find none). */
@@ -290,16 +315,17 @@ static const char CYCLE_LIMITED_SQL[] =
     CYCLE_ORDER
     "   LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED"
     "), held AS MATERIALIZED ("
-    "  SELECT p.id, p.attempts, p.priority, p.run_at, p.ordering_key FROM lim CROSS JOIN LATERAL ("
-    "    SELECT id, attempts, priority, run_at, ordering_key FROM skipq.jobs j"
+    "  SELECT p.id, p.attempts, p.priority, p.run_at, p.ordering_key, p.bytes FROM lim CROSS JOIN LATERAL ("
+    "    SELECT id, attempts, priority, run_at, ordering_key, " CLAIM_BYTES " FROM skipq.jobs j"
     "     WHERE " CYCLE_RUNNABLE " AND j.kind = lim.kind"
     CYCLE_ORDER
     "     LIMIT least(lim.allowed, $5) FOR NO KEY UPDATE SKIP LOCKED) p"
     "), pick AS MATERIALIZED ("
-    "  SELECT id, attempts, ordering_key FROM (SELECT * FROM free UNION ALL SELECT * FROM held) c"
+    "  SELECT id, attempts, ordering_key, priority, run_at, bytes"
+    "    FROM (SELECT * FROM free UNION ALL SELECT * FROM held) c"
     CYCLE_ORDER
     "  LIMIT $5"
-    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), now())")
+    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), now())", "$11")
     ", rt AS ("
     "  UPDATE skipq.kind_limits l"
     "     SET window_count = CASE WHEN l.window_start = date_trunc(l.rate_unit, a.at)"
@@ -369,9 +395,23 @@ static const struct {
 /* Set once at start-up, before any thread runs a statement. */
 static bool unnamed;
 
+/* The claims' byte budget: set at start-up, and by a reload while workers
+ * claim. */
+static _Atomic int64_t claim_bytes = SQ_CLAIM_BYTES_DEFAULT;
+
 void sq_queue_use_unnamed(bool on)
 {
     unnamed = on;
+}
+
+void sq_queue_set_claim_bytes(int64_t bytes)
+{
+    atomic_store(&claim_bytes, bytes > 0 ? bytes : SQ_CLAIM_BYTES_DEFAULT);
+}
+
+int64_t sq_queue_claim_bytes(void)
+{
+    return atomic_load(&claim_bytes);
 }
 
 /* Run statement `name`: prepared, or with its text as an unnamed statement
@@ -497,8 +537,9 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
                    const char *worker, int limit, bool limited, const struct sq_outcomes *done,
                    struct sq_claimed *out, char *applied, char *err, size_t errlen)
 {
-    char lim[16];
+    char lim[16], budget[24];
     snprintf(lim, sizeof lim, "%d", limit);
+    snprintf(budget, sizeof budget, "%" PRId64, atomic_load(&claim_bytes));
     int64_t *outcome64 = malloc((done->n ? done->n : 1) * sizeof *outcome64);
     char *ids = sq_int8_array(done->ids, done->n), *execs = sq_int8_array(done->execs, done->n);
     char *delays = sq_int8_array(done->delays, done->n);
@@ -514,10 +555,12 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    const char *params[10] = {queue, kinds_array, leases_array, worker, lim, ids, execs, outcomes, delays, errors};
-    bool claim_only = !limited && done->n == 0; /* sq_claim takes $1-$5 */
+    const char *params[11] = {queue, kinds_array, leases_array, worker, lim, ids, execs, outcomes, delays, errors,
+                              budget};
+    const char *claim_params[6] = {queue, kinds_array, leases_array, worker, lim, budget};
+    bool claim_only = !limited && done->n == 0; /* sq_claim takes $1-$5 and the budget as $6 */
     const char *stmt = limited ? "sq_cycle_limited" : claim_only ? "sq_claim" : "sq_cycle";
-    PGresult *res = run_stmt(conn, stmt, claim_only ? 5 : 10, params);
+    PGresult *res = run_stmt(conn, stmt, claim_only ? 6 : 11, claim_only ? claim_params : params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);

@@ -26,6 +26,13 @@ bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen);
  * pooler in transaction mode. Process-wide: call before any thread starts. */
 void sq_queue_use_unnamed(bool on);
 
+/* Most payload bytes one claim takes ([host] claim_bytes); a claim always
+ * takes at least one job. Process-wide, and safe to change while threads
+ * claim (a reload). */
+#define SQ_CLAIM_BYTES_DEFAULT (32LL << 20)
+void sq_queue_set_claim_bytes(int64_t bytes);
+int64_t sq_queue_claim_bytes(void);
+
 /*
  * Claim up to `limit` runnable jobs of `queue` whose kind is in kinds[]
  * (with lease_ms[i] for kinds[i]) in one statement: lock, insert the

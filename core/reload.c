@@ -2,7 +2,7 @@
  * reload.c -- SIGHUP: re-read the INI file of a running host.
  *
  * What can change live is what threads read per job or per wait:
- * [host] log_level and poll_interval, and each [kind]'s max_attempts,
+ * [host] log_level, poll_interval and claim_bytes, and each [kind]'s max_attempts,
  * backoff_base, backoff_cap and timeout. Those live in atomics (the log
  * threshold, host->poll_ms, the per-kind table), so worker threads see the
  * new values on their next read with no lock and no race. Everything else
@@ -23,6 +23,7 @@
 #include "host.h"
 #include "log.h"
 #include "notify.h"
+#include "queue.h"
 #include "util.h"
 
 struct tally {
@@ -211,6 +212,12 @@ void sq_host_reload(struct sq_host *h)
     diff_groups(&t, o, n);
     diff_kind_leases(&t, o, n);
     live_ms(&t, "[host] poll_interval", &h->poll_ms, n->poll_ms);
+    int64_t budget = sq_queue_claim_bytes();
+    if (budget != n->claim_bytes) {
+        log_info("SIGHUP: [host] claim_bytes: %" PRId64 " -> %" PRId64 " bytes", budget, n->claim_bytes);
+        sq_queue_set_claim_bytes(n->claim_bytes);
+        t.applied++;
+    }
     apply_kinds(&t, h, n);
     int level = atomic_load(&sq_log_threshold);
     if (level != n->log_level) {

@@ -15,6 +15,13 @@
  *   kind, so other groups keep the plain claim.
  * - Aging: one host per queue at a time (transaction-scoped advisory lock)
  *   raises the priority of jobs that have waited, in batches.
+ * - Dependencies: an enqueue only reads a child's parents (it must lock no
+ *   other job), so a parent that ends before the child commits ends
+ *   without finding it. Such children wait in skipq.dependency_inbox, and
+ *   every host, on each round and at once when an enqueue's notification
+ *   wakes it ('!deps', listen.c), settles them with
+ *   skipq.settle_dependencies() (sql/050): SKIP LOCKED, so any one host
+ *   takes each child and none ever waits for a job row.
  */
 #include "scheduler.h"
 
@@ -34,6 +41,7 @@
 #define CRON_SCAN_DAYS 400    /* latest/none look back at most this far for the last tick */
 #define CRON_NONE_WINDOW_MS 60000
 #define AGING_BATCH 50       /* rows per aging statement: claims skip the rows it locks */
+#define DEPS_BATCH 200       /* inbox rows one settling statement takes */
 
 static const char CRON_REGISTER_SQL[] =
     "INSERT INTO skipq.cron_state (name, schedule, timezone, last_tick) VALUES ($1, $2, $3, now())"
@@ -331,6 +339,31 @@ static void aging_round(struct sq_host *h, PGconn *conn)
     }
 }
 
+/* Batches until one comes back short (nothing left, or the rest locked
+ * right now: the next round retries) or a second has passed. */
+void sq_deps_round(struct sq_host *h, PGconn *conn)
+{
+    (void)h;
+    char batch[16], err[512];
+    snprintf(batch, sizeof batch, "%d", DEPS_BATCH);
+    const char *params[1] = {batch};
+    int64_t end = sq_now_ms() + 1000;
+    long n, total = 0;
+    do {
+        PGresult *res = exec(conn, "SELECT skipq.settle_dependencies($1::pg_catalog.int4)", 1, params, err,
+                             sizeof err);
+        if (!res) {
+            log_warn("dependencies: cannot settle newly enqueued children: %s", err);
+            return;
+        }
+        n = atol(PQgetvalue(res, 0, 0));
+        PQclear(res);
+        total += n;
+    } while (n == DEPS_BATCH && sq_now_ms() < end);
+    if (total > 0)
+        log_debug("dependencies: settled %ld newly enqueued child job(s)", total);
+}
+
 void sq_sched_round(struct sq_host *h, PGconn *conn)
 {
     char err[512];
@@ -343,4 +376,6 @@ void sq_sched_round(struct sq_host *h, PGconn *conn)
         free(ticks);
     }
     aging_round(h, conn);
+    atomic_store(&h->deps_wake, false);
+    sq_deps_round(h, conn);
 }

@@ -1,4 +1,4 @@
-/* scheduler.h -- cron, per-kind limits and priority aging on a host. */
+/* scheduler.h -- cron, per-kind limits, priority aging and dependencies on a host. */
 #ifndef SQ_SCHEDULER_H
 #define SQ_SCHEDULER_H
 
@@ -18,7 +18,12 @@ struct sq_host;
 bool sq_sched_start(struct sq_host *h, char *err, size_t errlen, bool *bad_config);
 
 /* One round on the heartbeat thread: refresh the limited kinds, enqueue
- * due cron ticks, age priorities. Logs its own failures. */
+ * due cron ticks, age priorities, settle new dependencies. Logs its own
+ * failures. */
 void sq_sched_round(struct sq_host *h, PGconn *conn);
+
+/* Settle children the enqueue left in skipq.dependency_inbox (also run
+ * between rounds when an enqueue's notification sets host->deps_wake). */
+void sq_deps_round(struct sq_host *h, PGconn *conn);
 
 #endif

@@ -343,3 +343,29 @@ char *sq_int8_array(const int64_t *v, size_t n)
     s[o] = '\0';
     return s;
 }
+
+bool sq_parse_bytes(const char *s, int64_t *out)
+{
+    static const struct {
+        const char *unit;
+        int64_t mult;
+    } units[] = {{"", 1},          {"B", 1},          {"kB", 1LL << 10}, {"KiB", 1LL << 10}, {"MB", 1LL << 20},
+                 {"MiB", 1LL << 20}, {"GB", 1LL << 30}, {"GiB", 1LL << 30}};
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    int64_t v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (INT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (*s - '0');
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(s, units[i].unit) != 0)
+            continue;
+        if (v > INT64_MAX / units[i].mult)
+            return false;
+        *out = v * units[i].mult;
+        return true;
+    }
+    return false;
+}

@@ -20,6 +20,10 @@ bool sq_parse_duration_ms(const char *s, int64_t *out);
 /* Parse a whole decimal number ([-]digits) within [min, max]; NULL, or
  * "is not a number", "is not a whole number", "is out of range"... */
 const char *sq_parse_int_why(const char *s, int64_t min, int64_t max, int64_t *out);
+/* Parse a size: a whole number of bytes, or followed by B, kB/KiB, MB/MiB
+ * or GB/GiB (each a power of 1024, as PostgreSQL counts them). false on
+ * anything else and on overflow. */
+bool sq_parse_bytes(const char *s, int64_t *out);
 bool sq_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 bool sq_parse_bool(const char *s, bool *out);
 /* Kinds and queue names: 1-128 bytes of [A-Za-z0-9_.:-]. */

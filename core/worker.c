@@ -1084,6 +1084,10 @@ void *sq_heartbeat_main(void *arg)
                 log_warn("host registry: could not remove this host's row (it will age out): %s", err);
         }
         if (now < next) {
+            /* An enqueue left children to settle: do it now, not at the
+             * next round, so a child is not late by up to a heartbeat. */
+            if (conn && !atomic_load(&h->stopping) && atomic_exchange(&h->deps_wake, false))
+                sq_deps_round(h, conn);
             /* Not sq_host_wait: this thread must keep beating while a
              * stopping host drains its handlers. */
             struct timespec ts = {0, 50 * 1000000L};

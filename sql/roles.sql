@@ -50,8 +50,13 @@ GRANT EXECUTE ON FUNCTION skipq.enqueue(text, jsonb, text, int, timestamptz, int
 -- completions, heartbeat, lease sweep, release; stats and version checks.
 GRANT SELECT ON skipq.jobs, skipq.job_executions, skipq.schema_migrations, skipq.settings
     TO skipq_worker;
--- The claim takes and keeps the ordering key of the job it claims.
-GRANT SELECT, INSERT, UPDATE ON skipq.ordering_keys TO skipq_worker;
+-- The claim takes and keeps the ordering key of the job it claims. Column
+-- privileges, not table ones, here and for the scheduling tables below:
+-- LOCK TABLE counts only table-level INSERT/UPDATE, so with them a worker
+-- could take ACCESS EXCLUSIVE and stall every host's claims.
+REVOKE INSERT, UPDATE ON skipq.ordering_keys FROM skipq_worker;
+GRANT SELECT ON skipq.ordering_keys TO skipq_worker;
+GRANT INSERT (queue, ordering_key, job_id), UPDATE (job_id) ON skipq.ordering_keys TO skipq_worker;
 GRANT UPDATE (status, attempts, run_at, finished_at, lease_expires_at, locked_by,
               current_execution_id, last_error, max_attempts)
     ON skipq.jobs TO skipq_worker;
@@ -75,6 +80,25 @@ GRANT SELECT ON skipq.hosts, skipq.job_totals, skipq.job_totals_mark TO skipq_wo
 -- skipq.jobs itself, which skipq_worker may not do; run such hosts as the
 -- schema owner, or grant INSERT (queue, kind, payload, priority, run_at,
 -- max_attempts) ON skipq.jobs to their role.
-GRANT SELECT, INSERT, UPDATE ON skipq.cron_state, skipq.kind_limits TO skipq_worker;
+REVOKE INSERT, UPDATE ON skipq.cron_state, skipq.kind_limits FROM skipq_worker;
+GRANT SELECT ON skipq.cron_state, skipq.kind_limits TO skipq_worker;
+GRANT INSERT (name, schedule, timezone, last_tick), UPDATE (schedule, timezone, last_tick, updated_at)
+    ON skipq.cron_state TO skipq_worker;
+GRANT INSERT (kind, max_running, rate, rate_unit),
+      UPDATE (max_running, rate, rate_unit, updated_at, window_start, window_count)
+    ON skipq.kind_limits TO skipq_worker;
 GRANT UPDATE (priority, base_priority) ON skipq.jobs TO skipq_worker;
 GRANT EXECUTE ON FUNCTION skipq.claim_allowance(text[], bigint[]) TO skipq_worker;
+
+-- Dependencies (050): hosts settle children whose parents a plain read
+-- at enqueue could not see end, through this SECURITY DEFINER function.
+GRANT EXECUTE ON FUNCTION skipq.settle_dependencies(int) TO skipq_worker;
+
+-- What the worker role is trusted with, and why it keeps it: it may
+-- complete, fail or retry any job and write any execution row's outcome
+-- (the claim writes audit rows in the same statement that takes the job,
+-- and moving that behind a function would cost the hot path), and it can
+-- hold row locks on jobs it may claim. So a worker role can already lose
+-- or stall any job: it is trusted for the queue's integrity and
+-- availability, not with DDL, deletes, payloads or other roles' host rows.
+-- Nothing in schema skipq is left to PUBLIC (migration 052).

@@ -784,6 +784,32 @@ Test(config, the_corpus_loads_as_each_file_expects, .timeout = 60)
     cr_expect_geq(files, 10);
 }
 
+Test(config, claim_bytes_spellings_and_refusals, .timeout = 60)
+{
+    static const struct {
+        const char *value;
+        int64_t bytes;
+    } good[] = {{"1", 1}, {"65536", 65536}, {"64kB", 65536}, {"64KiB", 65536}, {"16MiB", 16LL << 20},
+                {"16MB", 16LL << 20}, {"1GiB", 1LL << 30}, {"512B", 512}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char text[64];
+        snprintf(text, sizeof text, "[host]\nclaim_bytes = %s\n", good[i].value);
+        struct sq_config *cfg = load_ok("cb.ini", text);
+        cr_expect_eq(cfg->claim_bytes, good[i].bytes, "%s", good[i].value);
+        sq_config_free(cfg);
+    }
+    struct sq_config *cfg = load_ok("cb.ini", "[queue q]\n");
+    cr_expect_eq(cfg->claim_bytes, 32LL << 20, "the default is 32 MiB");
+    sq_config_free(cfg);
+    static const char *const bad[] = {"0", "-1", "2GiB", "16 MiB", "16mb", "1.5MiB", "nan", "99999999999999999999",
+                                      "9223372036854775807GiB", "MiB", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[96];
+        snprintf(text, sizeof text, "[host]\nname = a\nclaim_bytes = %s\n", bad[i]);
+        expect_error("cb.ini", text, 3, "[host] claim_bytes", "from 1 byte to 1GiB", NULL);
+    }
+}
+
 /* The example configuration is valid, scheduling sections included. */
 Test(config, example_file_parses, .timeout = 60)
 {

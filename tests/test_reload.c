@@ -133,3 +133,41 @@ Test(reload, a_broken_file_keeps_the_running_settings, .timeout = 120)
     th_check_invariants(db.conn);
     th_assert_clean_log(ini);
 }
+
+/* The most jobs any one claim took among jobs with id > after. */
+static long long biggest_claim(PGconn *c, long long after)
+{
+    return th_scalarf(c,
+                      "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM skipq.job_executions"
+                      " WHERE job_id > %lld GROUP BY worker, started_at) c",
+                      after);
+}
+
+Test(reload, claim_bytes_applies_at_once, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char *ini = th_host_ini(&db, "reload-bytes", "claim_bytes = 1MiB\n", NULL,
+                            "[queue default]\nthreads = 1\nbatch = 100\n");
+    pid_t pid = th_host_start(ini);
+    const char *big = "SELECT count(skipq.enqueue('test', jsonb_build_object('blob', repeat('x', 300000))))"
+                      " FROM generate_series(1, 12)";
+    th_scalar(db.conn, big);
+    cr_assert_eq(th_wait_scalar(db.conn, 12, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 12);
+    cr_expect_eq(biggest_claim(db.conn, 0), 3, "a 1 MiB budget took more (or fewer) than three 300 kB jobs at once");
+    long long last = th_scalar(db.conn, "SELECT max(id) FROM skipq.jobs");
+
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "sed -i -e 's/^claim_bytes = 1MiB$/claim_bytes = 32MiB/' '%s'", ini);
+    cr_assert_eq(system(cmd), 0);
+    kill(pid, SIGHUP);
+    char *log = wait_log(ini, "SIGHUP: configuration reloaded", 1);
+    cr_expect(strstr(log, "SIGHUP: [host] claim_bytes: 1048576 -> 33554432 bytes") != NULL, "%s", log);
+    cr_expect(strstr(log, "0 need a restart") != NULL, "%s", log);
+    free(log);
+    th_scalar(db.conn, big);
+    cr_assert_eq(th_wait_scalar(db.conn, 24, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 24);
+    cr_expect_gt(biggest_claim(db.conn, last), 3, "the new budget did not apply");
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+    th_assert_clean_log(ini);
+}

@@ -44,11 +44,12 @@ typedef struct skipq_enqueue_opts {
     int64_t delay_ms;    /* run no earlier than now() + delay; default 0 */
     int max_attempts;    /* 0: the schema default (5) */
     /* Scheduling (NULL / 0: not used). */
-    const char *unique_key;     /* while a job with this key is blocked, pending or running,
-                                   return its id instead of adding a job */
+    const char *unique_key;     /* while a job of this kind with this key is blocked, pending
+                                   or running, return its id instead of adding a job */
     int64_t unique_for_ms;      /* with unique_key: the key also holds this long after the
                                    enqueue, even once the job has finished */
-    const char *ordering_key;   /* jobs with the same key run one at a time, in enqueue order */
+    const char *ordering_key;   /* jobs of one queue with the same key run one at a time, in
+                                   enqueue order */
     const int64_t *depends_on;  /* parent job ids: the job runs once every parent is done, */
     size_t depends_on_count;    /* and is dead if one ends dead or cancelled */
     int *existing_out;          /* if not NULL: set to 1 when unique_key returned an existing
