@@ -223,7 +223,7 @@ static long bad_line(PGconn *conn, const struct file_batch *b, const char *err, 
     }
     for (size_t i = 0; i < b->n; i++) { /* a JSON syntax error: find it */
         const char *params[1] = {lines_text[i]};
-        PGresult *r = PQexecParams(conn, "SELECT $1::jsonb", 1, NULL, params, NULL, NULL, 0);
+        PGresult *r = PQexecParams(conn, "SELECT $1::pg_catalog.jsonb", 1, NULL, params, NULL, NULL, 0);
         bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
         PQclear(r);
         if (!ok)
@@ -292,7 +292,8 @@ static int enqueue_file(PGconn *conn, const char *path)
                 long at = 0;
                 for (size_t i = 0; i < b.n && !at; i++) {
                     const char *params[1] = {texts[i]};
-                    PGresult *tr = PQexecParams(conn, "SELECT jsonb_typeof($1::jsonb)", 1, NULL, params, NULL, NULL, 0);
+                    PGresult *tr = PQexecParams(conn, "SELECT pg_catalog.jsonb_typeof($1::pg_catalog.jsonb)", 1, NULL,
+                                                  params, NULL, NULL, 0);
                     if (PQresultStatus(tr) != PGRES_TUPLES_OK || strcmp(PQgetvalue(tr, 0, 0), "object") != 0)
                         at = b.lines[i];
                     PQclear(tr);
