@@ -200,7 +200,9 @@ PGconn *sq_db_connect(struct sq_dbparams *p, char *err, size_t errlen)
     if (conn && PQstatus(conn) != CONNECTION_OK && p->pin_at >= 0 && !unpinned && options_refused(conn)) {
         /* skipq's own statements stay safe (they name every built-in by
          * schema); a handler's, on the job's connection, are not pinned. */
-        if (!atomic_exchange(&p->pin_refused, true))
+        static atomic_bool said;
+        atomic_store(&p->pin_refused, true);
+        if (!atomic_exchange(&said, true))
             log_info("the server refused the startup parameter options (a pooler?): skipq's sessions run "
                      "with the server's search_path there; with pgbouncer in transaction mode set [database] "
                      "pooler = transaction");
