@@ -136,7 +136,11 @@ static const char SQUATTERS_SQL[] =
     "  WHERE NOT (o.owner OPERATOR(pg_catalog.=) ANY (SELECT oid FROM mine))"
     "    AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r"
     "                     WHERE r.oid OPERATOR(pg_catalog.=) o.owner AND r.rolsuper)"
-    "  ORDER BY o.what OPERATOR(pg_catalog.<>) 'schema skipq', o.what";
+    /* The schema first, then what was made on purpose before what comes
+     * with it (a table's indexes and row type). */
+    "  ORDER BY o.what OPERATOR(pg_catalog.<>) 'schema skipq',"
+    "           pg_catalog.split_part(o.what, ' ', 1) OPERATOR(pg_catalog.=) ANY (ARRAY['index', 'type', 'sequence']),"
+    "           o.what";
 
 /*
  * Refuse a squatted schema (see the top of this file); inside the
