@@ -64,9 +64,8 @@ skipq_rc skipq_enqueue_many(PGconn *conn, const char *jobs_json, int64_t *count_
         return SKIPQ_EINVAL;
     }
     const char *params[1] = {jobs_json};
-    PGresult *res =
-        PQexecParams(conn, "SELECT pg_catalog.count(*) FROM skipq.enqueue_many($1::pg_catalog.jsonb)", 1, NULL,
-                                     params, NULL, NULL, 0);
+    PGresult *res = PQexecParams(conn, "SELECT pg_catalog.count(*) FROM skipq.enqueue_many($1::pg_catalog.jsonb)", 1,
+                                 NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         skipq_rc rc = enqueue_error(conn, res, errbuf, errlen);
         PQclear(res);

@@ -292,8 +292,8 @@ static int enqueue_file(PGconn *conn, const char *path)
                 long at = 0;
                 for (size_t i = 0; i < b.n && !at; i++) {
                     const char *params[1] = {texts[i]};
-                    PGresult *tr = PQexecParams(conn, "SELECT pg_catalog.jsonb_typeof($1::pg_catalog.jsonb)", 1, NULL,
-                                                  params, NULL, NULL, 0);
+                    PGresult *tr = PQexecParams(conn, "SELECT pg_catalog.jsonb_typeof($1::pg_catalog.jsonb)", 1,
+                                                NULL, params, NULL, NULL, 0);
                     if (PQresultStatus(tr) != PGRES_TUPLES_OK || strcmp(PQgetvalue(tr, 0, 0), "object") != 0)
                         at = b.lines[i];
                     PQclear(tr);
