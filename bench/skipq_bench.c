@@ -24,7 +24,9 @@
  *            table and index sizes reported as it goes, to show they level off
  *
  * Values always travel as parameters (PQexecParams/PQprepare); only fixed
- * table names and constants are part of the SQL text.
+ * table names and constants are part of the SQL text. Sessions are opened
+ * as skipq opens its own (core/db.c: search_path pinned from the start),
+ * and the SQL names built-ins by schema, as skipq's does (core/queue.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db.h"
 #include "skipq/skipq.h"
 
 #ifndef SKIPQ_BENCH_SKIPQ_BIN
@@ -313,11 +316,26 @@ static void scalar_s(const char *sql, char *out, size_t outlen)
     PQclear(r);
 }
 
+/* A session as skipq opens them (core/db.c): search_path pinned to
+ * pg_catalog, pg_temp from the start; NULL with the reason in err. */
+static PGconn *connect_pinned(const char *conninfo, char *err, size_t errlen)
+{
+    struct sq_dbparams p;
+    if (!sq_dbparams_build(&p, NULL, conninfo, "skipq-bench")) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    PGconn *c = sq_db_connect(&p, err, errlen);
+    sq_dbparams_free(&p);
+    return c;
+}
+
 static PGconn *connect_or_die(const char *conninfo)
 {
-    PGconn *c = PQconnectdb(conninfo);
-    if (PQstatus(c) != CONNECTION_OK)
-        die("cannot connect to the database: %s", PQerrorMessage(c));
+    char err[1024];
+    PGconn *c = connect_pinned(conninfo, err, sizeof err);
+    if (!c)
+        die("cannot connect to the database: %s", err);
     PQclear(query(c, "SET client_min_messages = warning", 0, NULL));
     return c;
 }
@@ -500,8 +518,9 @@ static void cleanup(void)
         g.conn = NULL;
     }
     if (g.db_created) {
-        PGconn *a = PQconnectdb(g.admin_conninfo);
-        if (PQstatus(a) == CONNECTION_OK) {
+        char err[1024];
+        PGconn *a = connect_pinned(g.admin_conninfo, err, sizeof err);
+        if (a) {
             char *ident = PQescapeIdentifier(a, g.dbname, strlen(g.dbname));
             char sql[256];
             snprintf(sql, sizeof sql, "DROP DATABASE IF EXISTS %s WITH (FORCE)", ident ? ident : g.dbname);
@@ -511,7 +530,7 @@ static void cleanup(void)
             PQclear(r);
             PQfreemem(ident);
         } else {
-            note("could not connect to drop database %s: %s", g.dbname, PQerrorMessage(a));
+            note("could not connect to drop database %s: %s", g.dbname, err);
         }
         PQfinish(a);
         g.db_created = false;
@@ -603,17 +622,28 @@ static void create_database(void)
     int applied = 0;
     if (skipq_migrate(g.conn, &applied, err, sizeof err) != SKIPQ_OK)
         die("skipq_migrate: %s", err);
-    scalar_s("SELECT current_setting('server_version')", R.pg_version, sizeof R.pg_version);
-    R.pg_version_num = (long)scalar("SELECT current_setting('server_version_num')::int", 0, NULL);
-    scalar_s("SELECT current_setting('synchronous_commit')", R.sync_commit, sizeof R.sync_commit);
-    scalar_s("SELECT current_setting('fsync')", R.fsync, sizeof R.fsync);
+    scalar_s("SELECT pg_catalog.current_setting('server_version')", R.pg_version, sizeof R.pg_version);
+    R.pg_version_num =
+        (long)scalar("SELECT pg_catalog.current_setting('server_version_num')::pg_catalog.int4", 0, NULL);
+    scalar_s("SELECT pg_catalog.current_setting('synchronous_commit')", R.sync_commit, sizeof R.sync_commit);
+    scalar_s("SELECT pg_catalog.current_setting('fsync')", R.fsync, sizeof R.fsync);
     note("database %s, PostgreSQL %s, synchronous_commit=%s, fsync=%s, %d migration(s) applied", g.dbname,
          R.pg_version, R.sync_commit, R.fsync, applied);
 }
 
 /* ---- shared pieces of the modes ---------------------------------------------------------- */
 
-static const char ENQUEUE_SET_SQL[] = "SELECT count(skipq.enqueue($2::text)) FROM generate_series(1, $1::int)";
+#define AUTOVACUUMS_SQL \
+    "SELECT coalesce(pg_catalog.sum(autovacuum_count), 0) FROM pg_catalog.pg_stat_user_tables" \
+    " WHERE schemaname OPERATOR(pg_catalog.=) 'skipq'"
+#define AUTOANALYZES_SQL \
+    "SELECT coalesce(pg_catalog.sum(autoanalyze_count), 0) FROM pg_catalog.pg_stat_user_tables" \
+    " WHERE schemaname OPERATOR(pg_catalog.=) 'skipq'"
+#define DAY_AGO "(pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.interval '1 day')"
+
+static const char ENQUEUE_SET_SQL[] =
+    "SELECT pg_catalog.count(skipq.enqueue($2::pg_catalog.text))"
+    "  FROM pg_catalog.generate_series(1, $1::pg_catalog.int4)";
 
 static void enqueue_set_based(long n, const char *kind)
 {
@@ -631,9 +661,11 @@ static void enqueue_set_based(long n, const char *kind)
 static bool queue_busy(int *vacuums)
 {
     PGresult *r = query(g.conn,
-                        "SELECT (EXISTS (SELECT 1 FROM skipq.jobs WHERE status = 'pending')"
-                        "     OR EXISTS (SELECT 1 FROM skipq.jobs WHERE status = 'running'))::int,"
-                        "       (SELECT count(*) FROM pg_stat_progress_vacuum WHERE datname = current_database())",
+                        "SELECT (EXISTS (SELECT 1 FROM skipq.jobs WHERE status OPERATOR(pg_catalog.=) 'pending')"
+                        "     OR EXISTS (SELECT 1 FROM skipq.jobs WHERE status OPERATOR(pg_catalog.=) 'running'))"
+                        "         ::pg_catalog.int4,"
+                        "       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_progress_vacuum"
+                        "         WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())",
                         0, NULL);
     bool busy = PQgetvalue(r, 0, 0)[0] == '1';
     if (vacuums && atoi(PQgetvalue(r, 0, 1)) > 0)
@@ -657,7 +689,8 @@ static void wait_idle(const char *what, int *vacuums)
 
 static long long checkpoints_done(void)
 {
-    return scalar("SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter", 0, NULL);
+    return scalar("SELECT checkpoints_timed OPERATOR(pg_catalog.+) checkpoints_req FROM pg_catalog.pg_stat_bgwriter", 0,
+                  NULL);
 }
 
 /*
@@ -690,7 +723,7 @@ static void drain_run(struct drain_result *out, long n, const char *label)
 {
     memset(out, 0, sizeof *out);
     out->jobs = n;
-    long long base = scalar("SELECT coalesce(max(id), 0) FROM skipq.jobs", 0, NULL);
+    long long base = scalar("SELECT coalesce(pg_catalog.max(id), 0) FROM skipq.jobs", 0, NULL);
     enqueue_set_based(n, "noop");
     cmd("VACUUM ANALYZE skipq.jobs");
     long long ck0 = checkpoint();
@@ -707,10 +740,7 @@ static void drain_run(struct drain_result *out, long n, const char *label)
         die("INI too long");
     write_file(ini, body, 0600);
 
-    long long av0 = scalar("SELECT coalesce(sum(autovacuum_count), 0) FROM pg_stat_user_tables WHERE schemaname = 'skipq'",
-                           0, NULL);
-    long long aa0 = scalar("SELECT coalesce(sum(autoanalyze_count), 0) FROM pg_stat_user_tables WHERE schemaname = 'skipq'",
-                           0, NULL);
+    long long av0 = scalar(AUTOVACUUMS_SQL, 0, NULL), aa0 = scalar(AUTOANALYZES_SQL, 0, NULL);
     int64_t t0 = now_ns();
     for (long h = 0; h < opt.hosts; h++) {
         char log[256];
@@ -722,20 +752,20 @@ static void drain_run(struct drain_result *out, long n, const char *label)
     out->wall_jobs_per_s = (double)n / out->wall_seconds;
     out->hosts_exit_ok = stop_hosts(30000);
     out->checkpoints = checkpoints_done() - ck0;
-    PQclear(query(g.conn, "SELECT pg_stat_clear_snapshot()", 0, NULL));
-    out->autovacuums = scalar("SELECT coalesce(sum(autovacuum_count), 0) FROM pg_stat_user_tables WHERE schemaname = 'skipq'",
-                              0, NULL) - av0;
-    out->autoanalyzes = scalar("SELECT coalesce(sum(autoanalyze_count), 0) FROM pg_stat_user_tables WHERE schemaname = 'skipq'",
-                               0, NULL) - aa0;
+    PQclear(query(g.conn, "SELECT pg_catalog.pg_stat_clear_snapshot()", 0, NULL));
+    out->autovacuums = scalar(AUTOVACUUMS_SQL, 0, NULL) - av0;
+    out->autoanalyzes = scalar(AUTOANALYZES_SQL, 0, NULL) - aa0;
 
     char b[32];
     snprintf(b, sizeof b, "%lld", base);
     const char *p[1] = {b};
     PGresult *r = query(g.conn,
-                        "SELECT count(*), count(DISTINCT job_id), count(*) FILTER (WHERE status = 'done'),"
-                        "       extract(epoch FROM max(finished_at) - min(started_at)),"
-                        "       count(DISTINCT (worker, started_at))"
-                        "  FROM skipq.job_executions WHERE job_id > $1::bigint",
+                        "SELECT pg_catalog.count(*), pg_catalog.count(DISTINCT job_id),"
+                        "       pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'done'),"
+                        "       extract(epoch FROM pg_catalog.max(finished_at) OPERATOR(pg_catalog.-)"
+                        "                          pg_catalog.min(started_at)),"
+                        "       pg_catalog.count(DISTINCT (worker, started_at))"
+                        "  FROM skipq.job_executions WHERE job_id OPERATOR(pg_catalog.>) $1::pg_catalog.int8",
                         1, p);
     long execs = atol(PQgetvalue(r, 0, 0)), distinct = atol(PQgetvalue(r, 0, 1));
     long done_execs = atol(PQgetvalue(r, 0, 2));
@@ -743,8 +773,9 @@ static void drain_run(struct drain_result *out, long n, const char *label)
     out->claims = atol(PQgetvalue(r, 0, 4));
     PQclear(r);
     r = query(g.conn,
-              "SELECT count(*), count(*) FILTER (WHERE status = 'done' AND attempts = 1)"
-              "  FROM skipq.jobs WHERE id > $1::bigint",
+              "SELECT pg_catalog.count(*), pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'done'"
+              "                                                         AND attempts OPERATOR(pg_catalog.=) 1)"
+              "  FROM skipq.jobs WHERE id OPERATOR(pg_catalog.>) $1::pg_catalog.int8",
               1, p);
     long jobs = atol(PQgetvalue(r, 0, 0)), jobs_done = atol(PQgetvalue(r, 0, 1));
     PQclear(r);
@@ -771,14 +802,14 @@ static int cmp_drain(const void *a, const void *b)
 static void drain_measure(struct drain_result *out, long n, const char *label)
 {
     static struct drain_result all[MAX_REPEAT];
-    long long base = scalar("SELECT coalesce(max(id), 0) FROM skipq.jobs", 0, NULL);
+    long long base = scalar("SELECT coalesce(pg_catalog.max(id), 0) FROM skipq.jobs", 0, NULL);
     char b[32];
     snprintf(b, sizeof b, "%lld", base);
     const char *p[1] = {b};
     bool every = true;
     for (long i = 0; i < opt.repeat; i++) {
         if (i > 0) {
-            PQclear(query(g.conn, "DELETE FROM skipq.jobs WHERE id > $1::bigint", 1, p));
+            PQclear(query(g.conn, "DELETE FROM skipq.jobs WHERE id OPERATOR(pg_catalog.>) $1::pg_catalog.int8", 1, p));
             cmd("VACUUM skipq.job_executions");
         }
         drain_run(&all[i], n, label);
@@ -875,19 +906,19 @@ static void mode_enqueue(void)
     t0 = now_ns();
     copy_enqueue(n);
     R.copy_s = secs_since(t0);
-    if (scalar("SELECT count(*) FROM skipq.jobs", 0, NULL) != n)
+    if (scalar("SELECT pg_catalog.count(*) FROM skipq.jobs", 0, NULL) != n)
         die("COPY enqueue: wrong number of rows");
 
     cmd("TRUNCATE skipq.jobs, skipq.job_executions");
     t0 = now_ns();
     enqueue_many_batches(n);
     R.many_s = secs_since(t0);
-    if (scalar("SELECT count(*) FROM skipq.jobs", 0, NULL) != n)
+    if (scalar("SELECT pg_catalog.count(*) FROM skipq.jobs", 0, NULL) != n)
         die("enqueue_many: wrong number of rows");
 
     cmd("TRUNCATE skipq.jobs, skipq.job_executions");
     long naive = n < NAIVE_MAX ? n : NAIVE_MAX;
-    PGresult *r = PQprepare(g.conn, "bench_enqueue", "SELECT skipq.enqueue($1::text)", 1, NULL);
+    PGresult *r = PQprepare(g.conn, "bench_enqueue", "SELECT skipq.enqueue($1::pg_catalog.text)", 1, NULL);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         die("prepare: %s", PQerrorMessage(g.conn));
     PQclear(r);
@@ -902,7 +933,7 @@ static void mode_enqueue(void)
             check_interrupt();
     }
     R.naive_s = secs_since(t0);
-    if (scalar("SELECT count(*) FROM skipq.jobs", 0, NULL) != naive)
+    if (scalar("SELECT pg_catalog.count(*) FROM skipq.jobs", 0, NULL) != naive)
         die("naive enqueue: wrong number of rows");
     cmd("TRUNCATE skipq.jobs, skipq.job_executions");
 
@@ -1015,8 +1046,10 @@ static void mode_latency(void)
     snprintf(t, sizeof t, "%ld", opt.threads);
     const char *tp[1] = {t};
     int64_t deadline = now_ns() + 30 * 1000000000LL;
-    while (!scalar("SELECT (count(*) >= $1::int)::int FROM pg_stat_activity"
-                   " WHERE datname = current_database() AND application_name = 'skipq'",
+    while (!scalar("SELECT (pg_catalog.count(*) OPERATOR(pg_catalog.>=) $1::pg_catalog.int4)::pg_catalog.int4"
+                   "  FROM pg_catalog.pg_stat_activity"
+                   " WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()"
+                   "   AND application_name OPERATOR(pg_catalog.=) 'skipq'",
                    1, tp)) {
         check_interrupt();
         check_hosts_alive();
@@ -1030,7 +1063,7 @@ static void mode_latency(void)
     struct lat_rec *recs = calloc((size_t)n, sizeof *recs);
     if (!recs)
         die("out of memory");
-    PGresult *r = PQprepare(g.conn, "bench_enqueue_probe", "SELECT skipq.enqueue($1::text)", 1, NULL);
+    PGresult *r = PQprepare(g.conn, "bench_enqueue_probe", "SELECT skipq.enqueue($1::pg_catalog.text)", 1, NULL);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         die("prepare: %s", PQerrorMessage(g.conn));
     PQclear(r);
@@ -1088,10 +1121,10 @@ static void mode_latency(void)
     R.lat_mean = matched ? sum / (double)matched : NAN;
     /* Cross-check on the database's clock: claim transaction start minus
      * enqueue transaction start. */
-    R.lat_db_p50 = scalar_f("SELECT 1000 * percentile_cont(0.5) WITHIN GROUP"
-                            " (ORDER BY extract(epoch FROM e.started_at - j.created_at))"
-                            "  FROM skipq.jobs j JOIN skipq.job_executions e ON e.job_id = j.id"
-                            " WHERE j.kind = 'probe'",
+    R.lat_db_p50 = scalar_f("SELECT 1000 OPERATOR(pg_catalog.*) pg_catalog.percentile_cont(0.5) WITHIN GROUP"
+                            " (ORDER BY extract(epoch FROM e.started_at OPERATOR(pg_catalog.-) j.created_at))"
+                            "  FROM skipq.jobs j JOIN skipq.job_executions e ON e.job_id OPERATOR(pg_catalog.=) j.id"
+                            " WHERE j.kind OPERATOR(pg_catalog.=) 'probe'",
                             0, NULL);
     R.latency_ran = true;
     free(lat);
@@ -1151,10 +1184,13 @@ static void mode_ceiling(void)
     char a[32];
     snprintf(a, sizeof a, "%ld", t);
     const char *p[1] = {a};
-    cmd("DROP TABLE IF EXISTS bench_ceiling");
-    cmd("CREATE TABLE bench_ceiling (id int PRIMARY KEY, n bigint NOT NULL)");
-    PQclear(query(g.conn, "INSERT INTO bench_ceiling SELECT g, 0 FROM generate_series(1, $1::int) g", 1, p));
-    cmd("VACUUM ANALYZE bench_ceiling");
+    cmd("DROP TABLE IF EXISTS public.bench_ceiling");
+    cmd("CREATE TABLE public.bench_ceiling (id int PRIMARY KEY, n bigint NOT NULL)");
+    PQclear(query(g.conn,
+                  "INSERT INTO public.bench_ceiling"
+                  " SELECT g, 0 FROM pg_catalog.generate_series(1, $1::pg_catalog.int4) g",
+                  1, p));
+    cmd("VACUUM ANALYZE public.bench_ceiling");
     (void)checkpoint();
 
     struct ceil_arg *args = calloc((size_t)t, sizeof *args);
@@ -1166,7 +1202,9 @@ static void mode_ceiling(void)
     int64_t deadline = 0;
     for (long i = 0; i < t; i++) {
         args[i].conn = connect_or_die(g.conninfo);
-        PGresult *r = PQprepare(args[i].conn, "bench_ceiling", "UPDATE bench_ceiling SET n = n + 1 WHERE id = $1::int",
+        PGresult *r = PQprepare(args[i].conn, "bench_ceiling",
+                                "UPDATE public.bench_ceiling SET n = n OPERATOR(pg_catalog.+) 1"
+                                " WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int4",
                                 1, NULL);
         if (PQresultStatus(r) != PGRES_COMMAND_OK)
             die("prepare: %s", PQerrorMessage(args[i].conn));
@@ -1195,14 +1233,14 @@ static void mode_ceiling(void)
     check_interrupt();
     if (err)
         die("ceiling: %s", err);
-    long long sum = scalar("SELECT sum(n) FROM bench_ceiling", 0, NULL);
+    long long sum = scalar("SELECT pg_catalog.sum(n) FROM public.bench_ceiling", 0, NULL);
     if (sum != total)
         die("ceiling: the table counted %lld updates, the threads %ld", sum, total);
     for (long i = 0; i < t; i++)
         PQfinish(args[i].conn);
     free(args);
     free(th);
-    cmd("DROP TABLE bench_ceiling");
+    cmd("DROP TABLE public.bench_ceiling");
     R.ceiling_tx = total;
     R.ceiling_s = (double)(end - start) / 1e9;
     R.ceiling_tx_per_s = (double)total / R.ceiling_s;
@@ -1228,17 +1266,16 @@ static void aging_load(long rows)
                       "INSERT INTO skipq.jobs (id, queue, kind, payload, status, attempts, max_attempts, run_at,"
                       "                        created_at, finished_at, locked_by, current_execution_id)"
                       " OVERRIDING SYSTEM VALUE"
-                      " SELECT g, 'default', 'noop', '{}', 'done', 1, 5, now() - interval '1 day',"
-                      "        now() - interval '1 day', now() - interval '1 day' + interval '5 ms',"
-                      "        'bench-aging', g"
-                      "   FROM generate_series($1::bigint, $2::bigint) g",
+                      " SELECT g, 'default', 'noop', '{}', 'done', 1, 5, " DAY_AGO ", " DAY_AGO ","
+                      "        " DAY_AGO " OPERATOR(pg_catalog.+) pg_catalog.interval '5 ms', 'bench-aging', g"
+                      "   FROM pg_catalog.generate_series($1::pg_catalog.int8, $2::pg_catalog.int8) g",
                       2, p));
         PQclear(query(g.conn,
                       "INSERT INTO skipq.job_executions (id, job_id, attempt, worker, started_at, finished_at, status)"
                       " OVERRIDING SYSTEM VALUE"
-                      " SELECT g, g, 1, 'bench-aging', now() - interval '1 day',"
-                      "        now() - interval '1 day' + interval '5 ms', 'done'"
-                      "   FROM generate_series($1::bigint, $2::bigint) g",
+                      " SELECT g, g, 1, 'bench-aging', " DAY_AGO ","
+                      "        " DAY_AGO " OPERATOR(pg_catalog.+) pg_catalog.interval '5 ms', 'done'"
+                      "   FROM pg_catalog.generate_series($1::pg_catalog.int8, $2::pg_catalog.int8) g",
                       2, p));
         cmd("COMMIT");
         check_interrupt();
@@ -1247,9 +1284,14 @@ static void aging_load(long rows)
         char a[32];
         snprintf(a, sizeof a, "%ld", rows);
         const char *p[1] = {a};
-        PQclear(query(g.conn, "SELECT setval(pg_get_serial_sequence('skipq.jobs', 'id'), $1::bigint)", 1, p));
-        PQclear(query(g.conn, "SELECT setval(pg_get_serial_sequence('skipq.job_executions', 'id'), $1::bigint)", 1,
-                      p));
+        PQclear(query(g.conn,
+                      "SELECT pg_catalog.setval(pg_catalog.pg_get_serial_sequence('skipq.jobs', 'id'),"
+                      "                         $1::pg_catalog.int8)",
+                      1, p));
+        PQclear(query(g.conn,
+                      "SELECT pg_catalog.setval(pg_catalog.pg_get_serial_sequence('skipq.job_executions', 'id'),"
+                      "                         $1::pg_catalog.int8)",
+                      1, p));
     }
     cmd("VACUUM ANALYZE skipq.jobs");
     cmd("VACUUM ANALYZE skipq.job_executions");
@@ -1263,8 +1305,8 @@ static void mode_aging(void)
         aging_load(rows);
         R.aging[i].rows = rows;
         R.aging[i].load_s = secs_since(t0);
-        R.aging[i].jobs_bytes = scalar("SELECT pg_total_relation_size('skipq.jobs')", 0, NULL);
-        R.aging[i].exec_bytes = scalar("SELECT pg_total_relation_size('skipq.job_executions')", 0, NULL);
+        R.aging[i].jobs_bytes = scalar("SELECT pg_catalog.pg_total_relation_size('skipq.jobs')", 0, NULL);
+        R.aging[i].exec_bytes = scalar("SELECT pg_catalog.pg_total_relation_size('skipq.job_executions')", 0, NULL);
         char label[64];
         snprintf(label, sizeof label, "aging-%ld", rows);
         drain_measure(&R.aging[i].d, opt.jobs, label);
@@ -1284,14 +1326,17 @@ static void mode_aging(void)
 static void churn_sample(struct churn_report *c, double at_s, long long enqueued)
 {
     PGresult *r = query(g.conn,
-                        "SELECT (SELECT count(*) FROM skipq.jobs WHERE status IN ('pending', 'running')),"
-                        "       (SELECT coalesce(sum(n_live_tup), 0) FROM pg_stat_user_tables"
-                        "         WHERE schemaname = 'skipq' AND relname = 'job_executions'),"
-                        "       (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE schemaname = 'skipq'),"
-                        "       pg_relation_size('skipq.jobs'), pg_indexes_size('skipq.jobs'),"
-                        "       pg_relation_size('skipq.job_executions'), pg_indexes_size('skipq.job_executions'),"
-                        "       (SELECT coalesce(sum(autovacuum_count), 0) FROM pg_stat_user_tables"
-                        "         WHERE schemaname = 'skipq')",
+                        "SELECT (SELECT pg_catalog.count(*) FROM skipq.jobs"
+                        "         WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['pending', 'running'])),"
+                        "       (SELECT coalesce(pg_catalog.sum(n_live_tup), 0) FROM pg_catalog.pg_stat_user_tables"
+                        "         WHERE schemaname OPERATOR(pg_catalog.=) 'skipq'"
+                        "           AND relname OPERATOR(pg_catalog.=) 'job_executions'),"
+                        "       (SELECT coalesce(pg_catalog.sum(n_dead_tup), 0) FROM pg_catalog.pg_stat_user_tables"
+                        "         WHERE schemaname OPERATOR(pg_catalog.=) 'skipq'),"
+                        "       pg_catalog.pg_relation_size('skipq.jobs'), pg_catalog.pg_indexes_size('skipq.jobs'),"
+                        "       pg_catalog.pg_relation_size('skipq.job_executions'),"
+                        "       pg_catalog.pg_indexes_size('skipq.job_executions'),"
+                        "       (" AUTOVACUUMS_SQL ")",
                         0, NULL);
     c->at_s = at_s;
     c->enqueued = enqueued;
@@ -1304,7 +1349,7 @@ static void churn_sample(struct churn_report *c, double at_s, long long enqueued
     c->exec_idx = atoll(PQgetvalue(r, 0, 6));
     c->autovacuums = atol(PQgetvalue(r, 0, 7));
     PQclear(r);
-    PQclear(query(g.conn, "SELECT pg_stat_clear_snapshot()", 0, NULL));
+    PQclear(query(g.conn, "SELECT pg_catalog.pg_stat_clear_snapshot()", 0, NULL));
 }
 
 static long long churn_total(const struct churn_report *c)

@@ -17,6 +17,9 @@
 #include "util.h"
 #include "queue.h"
 
+/* Built-ins are named by schema in every statement: see "SCHEMA-QUALIFIED
+ * SQL" in queue.c. */
+
 /* Print a result as a table, or as a JSON array of objects (NULL -> null;
  * columns named in `numeric` unquoted). */
 static void print_rows(FILE *out, const PGresult *res, bool json, const char *numeric)
@@ -82,19 +85,20 @@ static const char JOB_COLUMNS[] =
     "id, queue, kind, status, attempts, max_attempts, priority, run_at, created_at, finished_at, "
     "lease_expires_at, locked_by, last_error";
 /* Shown by `jobs show` only: the list stays narrow. */
-static const char SCHED_COLUMNS[] = "unique_key, unique_until, ordering_key, depends_on::text AS depends_on";
+static const char SCHED_COLUMNS[] = "unique_key, unique_until, ordering_key, depends_on::pg_catalog.text AS depends_on";
 
 bool sq_admin_list(PGconn *conn, FILE *out, const struct sq_job_filter *f, bool json, char *err, size_t errlen)
 {
     char lim[16];
     snprintf(lim, sizeof lim, "%d", f->limit > 0 ? f->limit : 50);
     const char *params[4] = {f->status, f->queue, f->kind, lim};
-    char sql[512];
+    char sql[1024];
     snprintf(sql, sizeof sql,
              "SELECT %s FROM skipq.jobs"
-             " WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR queue = $2)"
-             "   AND ($3::text IS NULL OR kind = $3)"
-             " ORDER BY id DESC LIMIT $4::int",
+             " WHERE ($1::pg_catalog.text IS NULL OR status OPERATOR(pg_catalog.=) $1)"
+             "   AND ($2::pg_catalog.text IS NULL OR queue OPERATOR(pg_catalog.=) $2)"
+             "   AND ($3::pg_catalog.text IS NULL OR kind OPERATOR(pg_catalog.=) $3)"
+             " ORDER BY id DESC LIMIT $4::pg_catalog.int4",
              JOB_COLUMNS);
     PGresult *res = run(conn, sql, 4, params, err, errlen);
     if (!res)
@@ -109,8 +113,10 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
     char a[24];
     snprintf(a, sizeof a, "%" PRId64, id);
     const char *params[1] = {a};
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT %s, %s, payload::text AS payload FROM skipq.jobs WHERE id = $1::bigint",
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT %s, %s, payload::pg_catalog.text AS payload FROM skipq.jobs"
+             " WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8",
              JOB_COLUMNS, SCHED_COLUMNS);
     PGresult *job = run(conn, sql, 1, params, err, errlen);
     if (!job)
@@ -122,8 +128,10 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
     }
     PGresult *ex = run(conn,
                        "SELECT id AS execution, attempt, worker, status, started_at, finished_at,"
-                       " round(extract(epoch FROM finished_at - started_at) * 1000) AS ms, error"
-                       " FROM skipq.job_executions WHERE job_id = $1::bigint ORDER BY id",
+                       " pg_catalog.round(extract(epoch FROM finished_at OPERATOR(pg_catalog.-) started_at)"
+                       "                  OPERATOR(pg_catalog.*) 1000) AS ms, error"
+                       " FROM skipq.job_executions WHERE job_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8"
+                       " ORDER BY id",
                        1, params, err, errlen);
     if (!ex) {
         PQclear(job);
@@ -152,10 +160,13 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
 /* The jobs a retry redrives (alias j): by id, dead or cancelled; or dead
  * ones by filter. */
 #define RETRY_TARGETS \
-    " (($1::int8[] IS NOT NULL AND j.id = ANY($1::int8[]) AND j.status IN ('dead', 'cancelled'))" \
-    "  OR ($1::int8[] IS NULL AND j.status = 'dead'" \
-    "      AND ($2::text IS NULL OR j.kind = $2) AND ($3::text IS NULL OR j.queue = $3)" \
-    "      AND ($4::timestamptz IS NULL OR j.finished_at >= $4::timestamptz)))"
+    " (($1::pg_catalog.int8[] IS NOT NULL AND j.id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])" \
+    "   AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['dead', 'cancelled']))" \
+    "  OR ($1::pg_catalog.int8[] IS NULL AND j.status OPERATOR(pg_catalog.=) 'dead'" \
+    "      AND ($2::pg_catalog.text IS NULL OR j.kind OPERATOR(pg_catalog.=) $2)" \
+    "      AND ($3::pg_catalog.text IS NULL OR j.queue OPERATOR(pg_catalog.=) $3)" \
+    "      AND ($4::pg_catalog.timestamptz IS NULL" \
+    "           OR j.finished_at OPERATOR(pg_catalog.>=) $4::pg_catalog.timestamptz)))"
 
 /*
  * A redriven child goes back to blocked while a parent is not done, and
@@ -168,8 +179,9 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
 static const char RETRY_FLAG_PARENTS_SQL[] =
     "WITH lk AS MATERIALIZED ("
     "  SELECT p.id FROM skipq.jobs p"
-    "   WHERE p.id = ANY(ARRAY(SELECT DISTINCT d FROM skipq.jobs j, pg_catalog.unnest(j.depends_on) AS d"
-    "                           WHERE j.depends_on IS NOT NULL AND" RETRY_TARGETS "))"
+    "   WHERE p.id OPERATOR(pg_catalog.=) ANY (ARRAY("
+    "           SELECT DISTINCT d FROM skipq.jobs j, pg_catalog.unnest(j.depends_on) AS d"
+    "            WHERE j.depends_on IS NOT NULL AND" RETRY_TARGETS "))"
     "   ORDER BY p.id FOR NO KEY UPDATE"
     ") UPDATE skipq.jobs p SET has_dependents = true FROM lk"
     "   WHERE p.id OPERATOR(pg_catalog.=) lk.id AND NOT p.has_dependents"
@@ -183,18 +195,21 @@ static const char RETRY_FLAG_PARENTS_SQL[] =
 static const char RETRY_SQL[] =
     "WITH r AS (UPDATE skipq.jobs j SET"
     "   status = CASE WHEN EXISTS (SELECT 1 FROM skipq.jobs p"
-    "                               WHERE p.id = ANY(j.depends_on) AND p.status <> 'done')"
+    "                               WHERE p.id OPERATOR(pg_catalog.=) ANY (j.depends_on)"
+    "                                 AND p.status OPERATOR(pg_catalog.<>) 'done')"
     "            THEN 'blocked' ELSE 'pending' END,"
-    "   run_at = now(), finished_at = NULL,"
-    "   max_attempts = attempts + $5::int, lease_expires_at = NULL"
+    "   run_at = pg_catalog.now(), finished_at = NULL,"
+    "   max_attempts = attempts OPERATOR(pg_catalog.+) $5::pg_catalog.int4, lease_expires_at = NULL"
     " WHERE" RETRY_TARGETS
     /* A job whose unique key another job of its kind holds now stays as
      * it is (keys are per kind: sql/050). */
     "   AND (j.unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM skipq.jobs h"
     "         WHERE h.kind OPERATOR(pg_catalog.=) j.kind"
-    "           AND h.unique_key = j.unique_key AND h.id <> j.id"
-    "           AND (h.status IN ('blocked', 'pending', 'running') OR h.unique_until IS NOT NULL)))"
-    " RETURNING 1) SELECT count(*) FROM r";
+    "           AND h.unique_key OPERATOR(pg_catalog.=) j.unique_key"
+    "           AND h.id OPERATOR(pg_catalog.<>) j.id"
+    "           AND (h.status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])"
+    "                OR h.unique_until IS NOT NULL)))"
+    " RETURNING 1) SELECT pg_catalog.count(*) FROM r";
 
 long sq_admin_retry(PGconn *conn, const int64_t *ids, size_t n, const struct sq_job_filter *f, int extra,
                     char *err, size_t errlen)
@@ -236,19 +251,22 @@ long sq_admin_cancel(PGconn *conn, const int64_t *ids, size_t n, char *err, size
     const char *params[1] = {idarr};
     PGresult *res = run(conn,
                         "WITH lk AS MATERIALIZED ("
-                        "  SELECT id FROM skipq.jobs WHERE id = ANY($1::int8[]) AND status IN ('blocked', 'pending', 'running')"
+                        "  SELECT id FROM skipq.jobs WHERE id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])"
+                        "     AND status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])"
                         "   ORDER BY id FOR NO KEY UPDATE"
                         "), c AS ("
-                        "  UPDATE skipq.jobs j SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL,"
-                        "         last_error = 'cancelled by an operator'"
-                        "    FROM lk WHERE j.id = lk.id AND j.status IN ('blocked', 'pending', 'running')"
+                        "  UPDATE skipq.jobs j SET status = 'cancelled', finished_at = pg_catalog.now(),"
+                        "         lease_expires_at = NULL, last_error = 'cancelled by an operator'"
+                        "    FROM lk WHERE j.id OPERATOR(pg_catalog.=) lk.id"
+                        "     AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])"
                         "  RETURNING j.id, j.current_execution_id"
                         "), e AS ("
-                        "  UPDATE skipq.job_executions x SET status = 'cancelled', finished_at = now(),"
+                        "  UPDATE skipq.job_executions x SET status = 'cancelled', finished_at = pg_catalog.now(),"
                         "         error = 'cancelled by an operator'"
-                        "    FROM c WHERE x.id = c.current_execution_id AND x.status = 'running'"
+                        "    FROM c WHERE x.id OPERATOR(pg_catalog.=) c.current_execution_id"
+                        "     AND x.status OPERATOR(pg_catalog.=) 'running'"
                         "  RETURNING x.id"
-                        ") SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM e)",
+                        ") SELECT (SELECT pg_catalog.count(*) FROM c), (SELECT pg_catalog.count(*) FROM e)",
                         1, params, err, errlen);
     free(idarr);
     if (!res)
@@ -276,11 +294,13 @@ bool sq_admin_limits(PGconn *conn, FILE *out, bool json, char *err, size_t errle
 {
     PGresult *res = run(conn,
                         "SELECT l.kind, l.max_running,"
-                        "       (SELECT count(*) FROM skipq.jobs j WHERE j.status = 'running' AND j.kind = l.kind)"
-                        "         AS running,"
+                        "       (SELECT pg_catalog.count(*) FROM skipq.jobs j"
+                        "         WHERE j.status OPERATOR(pg_catalog.=) 'running'"
+                        "           AND j.kind OPERATOR(pg_catalog.=) l.kind) AS running,"
                         "       l.rate, l.rate_unit,"
-                        "       CASE WHEN l.window_start = date_trunc(l.rate_unit, now()) THEN l.window_count ELSE 0 END"
-                        "         AS claimed_this_window,"
+                        "       CASE WHEN l.window_start OPERATOR(pg_catalog.=)"
+                        "                 pg_catalog.date_trunc(l.rate_unit, pg_catalog.now())"
+                        "            THEN l.window_count ELSE 0 END AS claimed_this_window,"
                         "       l.updated_at"
                         "  FROM skipq.kind_limits l ORDER BY l.kind",
                         0, NULL, err, errlen);
@@ -294,8 +314,9 @@ bool sq_admin_limits(PGconn *conn, FILE *out, bool json, char *err, size_t errle
 long sq_admin_limits_clear(PGconn *conn, const char *kind, char *err, size_t errlen)
 {
     const char *params[1] = {kind};
-    PGresult *res = run(conn, "WITH d AS (DELETE FROM skipq.kind_limits WHERE kind = $1 RETURNING 1)"
-                              " SELECT count(*) FROM d",
+    PGresult *res = run(conn,
+                        "WITH d AS (DELETE FROM skipq.kind_limits WHERE kind OPERATOR(pg_catalog.=) $1 RETURNING 1)"
+                        " SELECT pg_catalog.count(*) FROM d",
                         1, params, err, errlen);
     if (!res)
         return -1;

@@ -3,6 +3,9 @@
  * skipq.enqueue_ex() on the caller's connection, so it joins the caller's
  * transaction. Validation lives in the SQL function, where every client
  * (psql, other languages, this library) gets the same rules.
+ * The connection is the caller's, with whatever search_path it has, so the
+ * statements name every built-in by schema ("SCHEMA-QUALIFIED SQL" in
+ * queue.c).
  */
 #include <libpq-fe.h>
 #include <inttypes.h>
@@ -61,8 +64,8 @@ skipq_rc skipq_enqueue_many(PGconn *conn, const char *jobs_json, int64_t *count_
         return SKIPQ_EINVAL;
     }
     const char *params[1] = {jobs_json};
-    PGresult *res =
-        PQexecParams(conn, "SELECT count(*) FROM skipq.enqueue_many($1::jsonb)", 1, NULL, params, NULL, NULL, 0);
+    PGresult *res = PQexecParams(conn, "SELECT pg_catalog.count(*) FROM skipq.enqueue_many($1::pg_catalog.jsonb)", 1,
+                                 NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         skipq_rc rc = enqueue_error(conn, res, errbuf, errlen);
         PQclear(res);
@@ -116,9 +119,13 @@ skipq_rc skipq_enqueue(PGconn *conn, const char *kind, const char *payload, cons
                               attempts, opts->unique_key, opts->unique_for_ms ? window : NULL, opts->ordering_key,
                               parents};
     PGresult *res = PQexecParams(conn,
-                                 "SELECT id, existing FROM skipq.enqueue_ex($1, $2::jsonb, $3, $4::int, "
-                                 "now() + $5::bigint * interval '1 millisecond', $6::int, $7, "
-                                 "$8::bigint * interval '1 millisecond', $9, $10::int8[])",
+                                 "SELECT id, existing FROM skipq.enqueue_ex($1, $2::pg_catalog.jsonb, $3,"
+                                 " $4::pg_catalog.int4,"
+                                 " pg_catalog.now() OPERATOR(pg_catalog.+)"
+                                 "   ($5::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond'),"
+                                 " $6::pg_catalog.int4, $7,"
+                                 " $8::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond',"
+                                 " $9, $10::pg_catalog.int8[])",
                                  10, NULL, params, NULL, NULL, 0);
     free(parents);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {

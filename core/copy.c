@@ -135,8 +135,10 @@ skipq_rc skipq_copy_begin(PGconn *conn, skipq_copy **out, char *errbuf, size_t e
     c->conn = conn;
     skipq_rc rc = SKIPQ_EDB;
     PGresult *res = PQexecParams(conn,
-                                 "SELECT (extract(epoch FROM now()) * 1000000)::int8,"
-                                 " coalesce((SELECT value::int8 FROM skipq.settings WHERE key = 'max_payload_bytes'),"
+                                 "SELECT (extract(epoch FROM pg_catalog.now()) OPERATOR(pg_catalog.*) 1000000)"
+                                 "         ::pg_catalog.int8,"
+                                 " coalesce((SELECT value::pg_catalog.int8 FROM skipq.settings"
+                                 "            WHERE key OPERATOR(pg_catalog.=) 'max_payload_bytes'),"
                                  "          1048576)",
                                  0, NULL, NULL, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {

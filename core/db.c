@@ -6,16 +6,32 @@
  * in bounded time: without tcp_user_timeout a query on a black-holed network
  * blocks for the kernel's retransmission timeout (~15 min), so skipq sets
  * keepalives and a user timeout unless the user chose their own.
+ *
+ * Every direct session starts with search_path = pg_catalog, pg_temp, set
+ * in the startup packet (libpq's `options`), so it holds from the first
+ * statement and neither the role's nor the database's settings can change
+ * it. With the default path ("$user", public) PostgreSQL prefers pg_catalog
+ * only among equally good matches: an exact-match function or operator that
+ * another role planted in public (say *(interval, bigint)) would run instead
+ * of the built-in, as whoever runs skipq. The user's own `options` are kept,
+ * with skipq's search_path after them, so it wins. Behind a pooler in
+ * transaction mode the pooler would refuse the parameter, and nothing would
+ * stay on a borrowed session anyway: there skipq's statements are safe on
+ * their own, because they name every built-in by schema (see queue.c).
  */
 #include "db.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "conninfo.h"
+#include "log.h"
 #include "util.h"
+
+#define PIN_OPTIONS "-c search_path=pg_catalog,pg_temp"
 
 /* SQLSTATE of the last error sq_db_error() saw on this thread, so callers
  * that only kept the message can still tell a dead session from a bad
@@ -41,10 +57,78 @@ static bool add(struct sq_dbparams *p, const char *k, const char *v)
     return true;
 }
 
+/* The `options` a connection string holds (NULL: none, or it does not
+ * parse, which the connection will then report). */
+static char *conninfo_options(const char *conninfo)
+{
+    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+    char *out = NULL;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
+            out = strdup(o->val);
+    PQconninfoFree(opts);
+    return out;
+}
+
+/*
+ * The `options` the user's parameters give, by libpq's rules: keywords in
+ * order, the last one set wins (an empty value is unset); the first dbname,
+ * when it is a connection string, sets what it holds at its place; if none
+ * is set, $PGOPTIONS (or the $PGSERVICE entry's) applies. NULL: none, or out
+ * of memory (*failed).
+ */
+static char *user_options(const struct sq_dbparams *p, bool *failed)
+{
+    char *found = NULL;
+    bool seen_dbname = false;
+    for (size_t i = 0; i < p->n && !*failed; i++) {
+        const char *k = p->keys[i], *v = p->values[i];
+        char *val = NULL;
+        if (strcmp(k, "dbname") == 0 && v && !seen_dbname) {
+            seen_dbname = true;
+            val = sq_conninfo_is_string(v) ? conninfo_options(v) : NULL;
+        } else if (strcmp(k, "options") == 0 && v && *v) {
+            *failed = !(val = strdup(v));
+        }
+        if (val) {
+            free(found);
+            found = val;
+        }
+    }
+    if (found || *failed)
+        return found;
+    PQconninfoOption *defs = PQconndefaults();
+    *failed = !defs;
+    for (PQconninfoOption *o = defs; o && o->keyword; o++)
+        if (strcmp(o->keyword, "options") == 0 && o->val && *o->val)
+            *failed = !(found = strdup(o->val));
+    PQconninfoFree(defs);
+    return found;
+}
+
+/* Append `options`: the user's, then skipq's search_path, which wins. */
+static bool add_pin(struct sq_dbparams *p)
+{
+    bool failed = false;
+    char *mine = user_options(p, &failed);
+    size_t len = (mine ? strlen(mine) + 1 : 0) + sizeof PIN_OPTIONS;
+    p->options = malloc(len);
+    if (failed || !p->options) {
+        free(mine);
+        return false;
+    }
+    snprintf(p->options, len, "%s%s%s", mine ? mine : "", mine ? " " : "", PIN_OPTIONS);
+    free(mine);
+    p->pin_at = (int)p->n;
+    return add(p, "options", p->options);
+}
+
 bool sq_dbparams_build(struct sq_dbparams *p, const struct sq_config *cfg, const char *flag,
                        const char *application_name)
 {
     memset(p, 0, sizeof *p);
+    p->pin_at = -1;
+    atomic_init(&p->pin_refused, false);
     bool ok = add(p, "application_name", application_name ? application_name : "skipq") &&
               add(p, "connect_timeout", "10") && add(p, "keepalives", "1") && add(p, "keepalives_idle", "10") &&
               add(p, "keepalives_interval", "5") && add(p, "keepalives_count", "3") &&
@@ -57,6 +141,10 @@ bool sq_dbparams_build(struct sq_dbparams *p, const struct sq_config *cfg, const
             ok = add(p, cfg->db[i].key, cfg->db[i].value);
     else if (url && *url)
         ok = ok && add(p, "dbname", url);
+    /* Last, so nothing the user set (an expanded dbname included) can
+     * replace it. */
+    if (ok && !(cfg && cfg->pooled))
+        ok = add_pin(p);
     if (!ok)
         sq_dbparams_free(p);
     return ok;
@@ -66,7 +154,9 @@ void sq_dbparams_free(struct sq_dbparams *p)
 {
     free(p->keys);
     free(p->values);
+    free(p->options);
     memset(p, 0, sizeof *p);
+    p->pin_at = -1;
 }
 
 /* Take out of a failed connection's message every connection string in p
@@ -93,7 +183,36 @@ static void redact_secrets(PGconn *conn, const struct sq_dbparams *p, char *err)
     PQconninfoFree(opts);
 }
 
-PGconn *sq_db_connect(const struct sq_dbparams *p, char *err, size_t errlen)
+bool sq_dbparams_pinned(const struct sq_dbparams *p)
+{
+    return p->pin_at >= 0;
+}
+
+/* The parameters without skipq's `options` entry (the last one). */
+static PGconn *connect_unpinned(const struct sq_dbparams *p)
+{
+    size_t n = (size_t)p->pin_at;
+    const char **k = malloc((n + 1) * sizeof *k), **v = malloc((n + 1) * sizeof *v);
+    PGconn *conn = NULL;
+    if (k && v) {
+        memcpy(k, p->keys, n * sizeof *k);
+        memcpy(v, p->values, n * sizeof *v);
+        k[n] = v[n] = NULL;
+        conn = PQconnectdbParams(k, v, 1);
+    }
+    free(k);
+    free(v);
+    return conn;
+}
+
+/* A pooler in session mode (pgbouncer) refuses startup options it does not
+ * know: "unsupported startup parameter: options=...". */
+static bool options_refused(PGconn *conn)
+{
+    return strstr(PQerrorMessage(conn), "unsupported startup parameter: options") != NULL;
+}
+
+PGconn *sq_db_connect(struct sq_dbparams *p, char *err, size_t errlen)
 {
     /* libpq expands the first dbname; its parse errors quote the text. */
     for (size_t i = 0; i < p->n; i++) {
@@ -103,7 +222,20 @@ PGconn *sq_db_connect(const struct sq_dbparams *p, char *err, size_t errlen)
             return NULL;
         break;
     }
-    PGconn *conn = PQconnectdbParams(p->keys, p->values, 1);
+    bool unpinned = p->pin_at >= 0 && atomic_load(&p->pin_refused);
+    PGconn *conn = unpinned ? connect_unpinned(p) : PQconnectdbParams(p->keys, p->values, 1);
+    if (conn && PQstatus(conn) != CONNECTION_OK && p->pin_at >= 0 && !unpinned && options_refused(conn)) {
+        /* skipq's own statements stay safe (they name every built-in by
+         * schema); a handler's, on the job's connection, are not pinned. */
+        static atomic_bool said;
+        atomic_store(&p->pin_refused, true);
+        if (!atomic_exchange(&said, true))
+            log_info("the server refused the startup parameter options (a pooler?): skipq's sessions run "
+                     "with the server's search_path there; with pgbouncer in transaction mode set [database] "
+                     "pooler = transaction");
+        PQfinish(conn);
+        conn = connect_unpinned(p);
+    }
     if (!conn) {
         snprintf(err, errlen, "out of memory");
         return NULL;

@@ -3,17 +3,21 @@
 #define SQ_DB_H
 
 #include <libpq-fe.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 struct sq_config;
 
 /* libpq keyword/value arrays, NULL-terminated. The strings are borrowed
- * from the config, the flag and the environment. */
+ * from the config, the flag and the environment, except `options`. */
 struct sq_dbparams {
     const char **keys;
     const char **values;
     size_t n;
+    char *options;            /* skipq's `options` value (owned), or NULL */
+    int pin_at;               /* its index in keys, or -1: not pinned (pooler = transaction) */
+    _Atomic bool pin_refused; /* the server refused `options`: connect without it */
 };
 
 /*
@@ -21,16 +25,23 @@ struct sq_dbparams {
  * or conninfo), else cfg's [database], else $DATABASE_URL, else libpq's own
  * PG* environment defaults. skipq's defaults (application_name, keepalives,
  * tcp_user_timeout, connect_timeout) come first, so anything the user sets
- * wins.
+ * wins. Last comes `options`: the user's options (from any of those places,
+ * or $PGOPTIONS) followed by -c search_path=pg_catalog,pg_temp, which wins;
+ * not with cfg's pooler = transaction.
  */
 bool sq_dbparams_build(struct sq_dbparams *p, const struct sq_config *cfg, const char *flag,
                        const char *application_name);
 void sq_dbparams_free(struct sq_dbparams *p);
 
+/* Does a session made from p start with skipq's search_path? */
+bool sq_dbparams_pinned(const struct sq_dbparams *p);
+
 /* Connect; on failure returns NULL and a message in err that holds no
  * connection string and no password (a malformed connection string is
- * described, not quoted: conninfo.h). */
-PGconn *sq_db_connect(const struct sq_dbparams *p, char *err, size_t errlen);
+ * described, not quoted: conninfo.h). When the server refuses `options`
+ * (pgbouncer in session mode), connects without it from then on and says
+ * so once (log_info). */
+PGconn *sq_db_connect(struct sq_dbparams *p, char *err, size_t errlen);
 
 /* "host=... port=... dbname=... user=..." of a live connection, for logs. */
 void sq_db_describe(PGconn *conn, char *buf, size_t len);

@@ -47,7 +47,7 @@
  */
 static bool check_isolation(PGconn *conn, const char *where)
 {
-    PGresult *res = PQexec(conn, "SELECT current_setting('default_transaction_isolation')");
+    PGresult *res = PQexec(conn, "SELECT pg_catalog.current_setting('default_transaction_isolation')");
     bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
     if (!ok) {
         char err[512];

@@ -80,7 +80,8 @@ bool sq_hosts_beat(PGconn *conn, const struct sq_host *h, bool first, char *err,
     }
     const char *params[9] = {id, h->name, hostname, pid, SKIPQ_VERSION, threads, serves, hb, first ? "t" : "f"};
     bool ok = exec_params(conn,
-                          "SELECT skipq.host_beat($1, $2, $3, $4::int, $5, $6::int, $7::text[], $8::int8, $9::bool)",
+                          "SELECT skipq.host_beat($1, $2, $3, $4::pg_catalog.int4, $5, $6::pg_catalog.int4,"
+                          " $7::pg_catalog.text[], $8::pg_catalog.int8, $9::pg_catalog.bool)",
                           9, params, err, errlen);
     free(serves);
     return ok;
@@ -99,7 +100,8 @@ long sq_hosts_advance_totals(PGconn *conn, int64_t lag_ms, char *err, size_t err
     char lag[24];
     snprintf(lag, sizeof lag, "%lld", (long long)lag_ms);
     const char *params[1] = {lag};
-    PGresult *res = PQexecParams(conn, "SELECT skipq.advance_totals($1::int8)", 1, NULL, params, NULL, NULL, 0);
+    PGresult *res =
+        PQexecParams(conn, "SELECT skipq.advance_totals($1::pg_catalog.int8)", 1, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);

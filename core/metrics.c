@@ -100,10 +100,14 @@ void sq_kind_observe(struct sq_kind_rt *k, int64_t us)
 
 /* ---- sampling (heartbeat thread) ------------------------------------------------ */
 
+/* Built-ins named by schema: see "SCHEMA-QUALIFIED SQL" in queue.c. */
 static const char SAMPLE_SQL[] =
-    "SELECT q.queue, count(j.id), coalesce(extract(epoch FROM now() - min(j.run_at)), 0)::float8"
-    "  FROM unnest($1::text[]) AS q(queue)"
-    "  LEFT JOIN skipq.jobs j ON j.queue = q.queue AND j.status = 'pending' AND j.run_at <= now()"
+    "SELECT q.queue, pg_catalog.count(j.id),"
+    "       coalesce(extract(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.min(j.run_at)), 0)"
+    "         ::pg_catalog.float8"
+    "  FROM pg_catalog.unnest($1::pg_catalog.text[]) AS q(queue)"
+    "  LEFT JOIN skipq.jobs j ON j.queue OPERATOR(pg_catalog.=) q.queue AND j.status OPERATOR(pg_catalog.=) 'pending'"
+    "   AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.now()"
     " GROUP BY q.queue";
 
 void sq_metrics_sample(struct sq_host *h, PGconn *conn)

@@ -20,6 +20,37 @@
  *   transaction mode a session is not ours between statements, so there
  *   (sq_queue_use_unnamed) every statement goes as an unnamed one with the
  *   same text instead: run_stmt() is the one place that chooses.
+ *
+ * SCHEMA-QUALIFIED SQL (here and in every statement skipq sends)
+ * Built-in functions, operators and types are named by schema:
+ * pg_catalog.now(), a OPERATOR(pg_catalog.=) b, $1::pg_catalog.int8[],
+ * pg_catalog.interval '1 millisecond'. Why: PostgreSQL resolves an
+ * unqualified name along the session's search_path, and prefers pg_catalog
+ * only among equally good matches. Under the default path ("$user", public)
+ * a role that may create in public can plant an exact match, say
+ * public.*(bigint, interval), that beats the built-in (which needs a cast)
+ * and runs as whoever runs skipq -- a superuser running `skipq top`, say.
+ * Under a path the database owner set to "public, pg_catalog" even a
+ * duplicate of an exact built-in wins. Direct sessions are pinned to
+ * search_path = pg_catalog, pg_temp when they start (db.c), but behind a
+ * pooler in transaction mode nothing can be set on a session, and the
+ * statements run on whatever path the server's settings give: only
+ * qualified names are safe there. So:
+ * - operators hide in syntax too: IN (...) and = ANY, BETWEEN, CASE x WHEN,
+ *   IS DISTINCT FROM, NULLIF, LIKE and JOIN ... USING all look `=` (or
+ *   `<`, `~~`) up by name. Write x OPERATOR(pg_catalog.=) ANY (ARRAY[...])
+ *   for an IN list, CASE WHEN x OPERATOR(pg_catalog.=) ... for CASE x WHEN,
+ *   JOIN ... ON for USING;
+ * - OPERATOR(...) binds as "any other operator": looser than + - * /, left
+ *   to right, tighter than comparisons. Parenthesise arithmetic operands;
+ * - syntax that the parser turns into pg_catalog calls itself is safe as
+ *   it is: coalesce, least, greatest, extract(... FROM ...), AT TIME ZONE,
+ *   a multi-argument unnest in FROM (written here as ROWS FROM (...)), and
+ *   the keyword types int, numeric, interval, timestamp;
+ * - names in schema skipq are qualified as they always were, and every
+ *   function there pins its own search_path.
+ * The plans are those of the unqualified text: the names resolve to the
+ * same objects.
  */
 #include "queue.h"
 
@@ -33,28 +64,31 @@
 
 static const char DONE_SQL[] =
     "WITH j AS ("
-    "  UPDATE skipq.jobs SET status = 'done', finished_at = now(), lease_expires_at = NULL"
-    "   WHERE id = $1 AND current_execution_id = $2 AND status = 'running'"
+    "  UPDATE skipq.jobs SET status = 'done', finished_at = pg_catalog.now(), lease_expires_at = NULL"
+    "   WHERE id OPERATOR(pg_catalog.=) $1 AND current_execution_id OPERATOR(pg_catalog.=) $2"
+    "     AND status OPERATOR(pg_catalog.=) 'running'"
     "  RETURNING id)"
-    " UPDATE skipq.job_executions e SET status = 'done', finished_at = now()"
-    "   FROM j WHERE e.id = $2 AND e.job_id = j.id"
+    " UPDATE skipq.job_executions e SET status = 'done', finished_at = pg_catalog.now()"
+    "   FROM j WHERE e.id OPERATOR(pg_catalog.=) $2 AND e.job_id OPERATOR(pg_catalog.=) j.id"
     " RETURNING e.id";
 
 /* $3: permanent; $4: retry delay in ms; $5: the error message. */
 static const char FAIL_SQL[] =
     "WITH j AS ("
     "  UPDATE skipq.jobs SET"
-    "     status = CASE WHEN $3 OR attempts >= max_attempts THEN 'dead' ELSE 'pending' END,"
-    "     run_at = CASE WHEN $3 OR attempts >= max_attempts THEN run_at"
-    "                   ELSE now() + $4::int8 * interval '1 millisecond' END,"
-    "     finished_at = CASE WHEN $3 OR attempts >= max_attempts THEN now() END,"
+    "     status = CASE WHEN $3 OR attempts OPERATOR(pg_catalog.>=) max_attempts THEN 'dead' ELSE 'pending' END,"
+    "     run_at = CASE WHEN $3 OR attempts OPERATOR(pg_catalog.>=) max_attempts THEN run_at"
+    "                   ELSE pg_catalog.now() OPERATOR(pg_catalog.+)"
+    "                        ($4::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond') END,"
+    "     finished_at = CASE WHEN $3 OR attempts OPERATOR(pg_catalog.>=) max_attempts THEN pg_catalog.now() END,"
     "     lease_expires_at = NULL, last_error = $5"
-    "   WHERE id = $1 AND current_execution_id = $2 AND status = 'running'"
+    "   WHERE id OPERATOR(pg_catalog.=) $1 AND current_execution_id OPERATOR(pg_catalog.=) $2"
+    "     AND status OPERATOR(pg_catalog.=) 'running'"
     "  RETURNING id, status)"
     " UPDATE skipq.job_executions e"
-    "    SET status = CASE WHEN j.status = 'dead' THEN 'dead' ELSE 'retry' END,"
-    "        finished_at = now(), error = $5"
-    "   FROM j WHERE e.id = $2 AND e.job_id = j.id"
+    "    SET status = CASE WHEN j.status OPERATOR(pg_catalog.=) 'dead' THEN 'dead' ELSE 'retry' END,"
+    "        finished_at = pg_catalog.now(), error = $5"
+    "   FROM j WHERE e.id OPERATOR(pg_catalog.=) $2 AND e.job_id OPERATOR(pg_catalog.=) j.id"
     " RETURNING j.status";
 
 /*
@@ -66,41 +100,44 @@ static const char FAIL_SQL[] =
  */
 static const char HEARTBEAT_SQL[] =
     "WITH h AS MATERIALIZED ("
-    "  SELECT * FROM unnest($1::int8[], $2::int8[], $3::int8[]) AS h(id, eid, ms)"
+    "  SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.int8[]),"
+    "                           pg_catalog.unnest($3::pg_catalog.int8[])) AS h(id, eid, ms)"
     "), lk AS MATERIALIZED ("
-    "  SELECT j.id FROM skipq.jobs j JOIN h ON h.id = j.id"
-    "   WHERE j.current_execution_id = h.eid AND j.status = 'running'"
+    "  SELECT j.id FROM skipq.jobs j JOIN h ON h.id OPERATOR(pg_catalog.=) j.id"
+    "   WHERE j.current_execution_id OPERATOR(pg_catalog.=) h.eid AND j.status OPERATOR(pg_catalog.=) 'running'"
     "   ORDER BY j.id FOR NO KEY UPDATE OF j SKIP LOCKED"
     "), up AS ("
-    "  UPDATE skipq.jobs j SET lease_expires_at = now() + h.ms * interval '1 millisecond'"
-    "    FROM lk JOIN h ON h.id = lk.id WHERE j.id = lk.id"
+    "  UPDATE skipq.jobs j SET lease_expires_at = pg_catalog.now() OPERATOR(pg_catalog.+)"
+    "                                             (h.ms OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond')"
+    "    FROM lk JOIN h ON h.id OPERATOR(pg_catalog.=) lk.id WHERE j.id OPERATOR(pg_catalog.=) lk.id"
     "  RETURNING j.current_execution_id AS eid"
     ")"
     " SELECT 'x', eid FROM up"
     " UNION ALL"
-    " SELECT 'k', h.eid FROM h JOIN skipq.jobs j ON j.id = h.id"
-    "  WHERE j.current_execution_id = h.eid AND j.status = 'running'";
+    " SELECT 'k', h.eid FROM h JOIN skipq.jobs j ON j.id OPERATOR(pg_catalog.=) h.id"
+    "  WHERE j.current_execution_id OPERATOR(pg_catalog.=) h.eid AND j.status OPERATOR(pg_catalog.=) 'running'";
 
 /* Rows whose worker is mid-completion are locked, so skipped: the worker
  * decides. The re-check under the row lock sees a lease extended meanwhile. */
 static const char REAP_SQL[] =
     "WITH stale AS MATERIALIZED ("
-    "  SELECT id, current_execution_id AS eid, attempts >= max_attempts AS spent FROM skipq.jobs"
-    "   WHERE status = 'running' AND lease_expires_at < now()"
+    "  SELECT id, current_execution_id AS eid, attempts OPERATOR(pg_catalog.>=) max_attempts AS spent"
+    "    FROM skipq.jobs"
+    "   WHERE status OPERATOR(pg_catalog.=) 'running' AND lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()"
     "   ORDER BY lease_expires_at LIMIT $1"
     "   FOR NO KEY UPDATE SKIP LOCKED"
     "), lost AS ("
-    "  UPDATE skipq.job_executions e SET status = 'lost', finished_at = now(),"
+    "  UPDATE skipq.job_executions e SET status = 'lost', finished_at = pg_catalog.now(),"
     "         error = 'lease expired: the worker stopped renewing it (crashed, hung or cut off)'"
-    "    FROM stale WHERE e.id = stale.eid AND e.status = 'running'"
+    "    FROM stale WHERE e.id OPERATOR(pg_catalog.=) stale.eid AND e.status OPERATOR(pg_catalog.=) 'running'"
     "  RETURNING e.id)"
     " UPDATE skipq.jobs j"
     "    SET status = CASE WHEN stale.spent THEN 'dead' ELSE 'pending' END,"
-    "        finished_at = CASE WHEN stale.spent THEN now() END,"
+    "        finished_at = CASE WHEN stale.spent THEN pg_catalog.now() END,"
     "        lease_expires_at = NULL,"
-    "        last_error = format('lease expired on attempt %s of %s (worker %s)',"
-    "                            j.attempts, j.max_attempts, coalesce(j.locked_by, '?'))"
-    "   FROM stale WHERE j.id = stale.id"
+    "        last_error = pg_catalog.format('lease expired on attempt %s of %s (worker %s)',"
+    "                                       j.attempts, j.max_attempts, coalesce(j.locked_by, '?'))"
+    "   FROM stale WHERE j.id OPERATOR(pg_catalog.=) stale.id"
     " RETURNING j.kind";
 
 /* An attempt cut short by a shutdown does not use up the job's budget: the
@@ -108,17 +145,20 @@ static const char REAP_SQL[] =
  * grows by one. */
 static const char RELEASE_SQL[] =
     "WITH lk AS MATERIALIZED ("
-    "  SELECT j.id FROM skipq.jobs j WHERE j.id = ANY($1::int8[]) ORDER BY j.id FOR NO KEY UPDATE OF j"
+    "  SELECT j.id FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])"
+    "   ORDER BY j.id FOR NO KEY UPDATE OF j"
     "), r AS ("
-    "  UPDATE skipq.jobs j SET status = 'pending', run_at = now(), lease_expires_at = NULL,"
-    "         max_attempts = j.max_attempts + 1,"
+    "  UPDATE skipq.jobs j SET status = 'pending', run_at = pg_catalog.now(), lease_expires_at = NULL,"
+    "         max_attempts = j.max_attempts OPERATOR(pg_catalog.+) 1,"
     "         last_error = 'interrupted: the host shut down before the handler finished'"
-    "    FROM unnest($1::int8[], $2::int8[]) AS h(id, eid), lk"
-    "   WHERE j.id = h.id AND lk.id = h.id AND j.current_execution_id = h.eid AND j.status = 'running'"
+    "    FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.int8[]))"
+    "         AS h(id, eid), lk"
+    "   WHERE j.id OPERATOR(pg_catalog.=) h.id AND lk.id OPERATOR(pg_catalog.=) h.id"
+    "     AND j.current_execution_id OPERATOR(pg_catalog.=) h.eid AND j.status OPERATOR(pg_catalog.=) 'running'"
     "  RETURNING j.id, h.eid)"
-    " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = now(),"
+    " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = pg_catalog.now(),"
     "        error = 'interrupted: the host shut down before the handler finished'"
-    "   FROM r WHERE e.id = r.eid"
+    "   FROM r WHERE e.id OPERATOR(pg_catalog.=) r.eid"
     " RETURNING e.id";
 
 /*
@@ -156,31 +196,40 @@ static const char RELEASE_SQL[] =
  */
 #define CYCLE_OUTCOMES \
     "WITH fin AS MATERIALIZED (" \
-    "  SELECT * FROM unnest($6::int8[], $7::int8[], $8::int2[], $9::int8[], $10::text[])" \
+    "  SELECT * FROM ROWS FROM (pg_catalog.unnest($6::pg_catalog.int8[]), pg_catalog.unnest($7::pg_catalog.int8[])," \
+    "                           pg_catalog.unnest($8::pg_catalog.int2[]), pg_catalog.unnest($9::pg_catalog.int8[])," \
+    "                           pg_catalog.unnest($10::pg_catalog.text[]))" \
     "         AS f(id, eid, outcome, delay_ms, err)" \
     /* Row locks in id order: every multi-row writer of running jobs takes \
      * them this way (or skips locked rows), so they cannot deadlock. */ \
     "), lk AS MATERIALIZED (" \
-    "  SELECT j.id FROM skipq.jobs j WHERE j.id = ANY($6::int8[])" \
+    "  SELECT j.id FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) ANY ($6::pg_catalog.int8[])" \
     "   ORDER BY j.id FOR NO KEY UPDATE OF j" \
     "), upd AS (" \
     "  UPDATE skipq.jobs j SET" \
-    "     status = CASE WHEN f.outcome = 0 THEN 'done'" \
-    "                   WHEN f.outcome = 2 OR j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END," \
-    "     run_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts" \
-    "                   THEN now() + f.delay_ms * interval '1 millisecond' ELSE j.run_at END," \
-    "     finished_at = CASE WHEN f.outcome = 1 AND j.attempts < j.max_attempts THEN NULL ELSE now() END," \
+    "     status = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 0 THEN 'done'" \
+    "                   WHEN f.outcome OPERATOR(pg_catalog.=) 2 OR j.attempts OPERATOR(pg_catalog.>=) j.max_attempts" \
+    "                   THEN 'dead' ELSE 'pending' END," \
+    "     run_at = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 1 AND j.attempts OPERATOR(pg_catalog.<) j.max_attempts" \
+    "                   THEN pg_catalog.now() OPERATOR(pg_catalog.+)" \
+    "                        (f.delay_ms OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond')" \
+    "                   ELSE j.run_at END," \
+    "     finished_at = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 1" \
+    "                             AND j.attempts OPERATOR(pg_catalog.<) j.max_attempts" \
+    "                        THEN NULL ELSE pg_catalog.now() END," \
     "     lease_expires_at = NULL," \
-    "     last_error = CASE WHEN f.outcome = 0 THEN j.last_error ELSE f.err END" \
-    "   FROM fin f JOIN lk ON lk.id = f.id" \
-    "   WHERE j.id = f.id AND j.id = ANY($6::int8[]) AND j.current_execution_id = f.eid" \
-    "     AND j.status = 'running'" \
+    "     last_error = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 0 THEN j.last_error ELSE f.err END" \
+    "   FROM fin f JOIN lk ON lk.id OPERATOR(pg_catalog.=) f.id" \
+    "   WHERE j.id OPERATOR(pg_catalog.=) f.id AND j.id OPERATOR(pg_catalog.=) ANY ($6::pg_catalog.int8[])" \
+    "     AND j.current_execution_id OPERATOR(pg_catalog.=) f.eid AND j.status OPERATOR(pg_catalog.=) 'running'" \
     "  RETURNING j.id, f.eid, j.status, f.err" \
     "), exe AS (" \
     "  UPDATE skipq.job_executions e" \
-    "     SET status = CASE u.status WHEN 'done' THEN 'done' WHEN 'dead' THEN 'dead' ELSE 'retry' END," \
-    "         finished_at = now(), error = CASE WHEN u.status = 'done' THEN NULL ELSE u.err END" \
-    "    FROM upd u WHERE e.id = u.eid" \
+    "     SET status = CASE WHEN u.status OPERATOR(pg_catalog.=) 'done' THEN 'done'" \
+    "                       WHEN u.status OPERATOR(pg_catalog.=) 'dead' THEN 'dead' ELSE 'retry' END," \
+    "         finished_at = pg_catalog.now()," \
+    "         error = CASE WHEN u.status OPERATOR(pg_catalog.=) 'done' THEN NULL ELSE u.err END" \
+    "    FROM upd u WHERE e.id OPERATOR(pg_catalog.=) u.eid" \
     "  RETURNING e.job_id, e.id, e.status"
 
 /*
@@ -194,15 +243,16 @@ static const char RELEASE_SQL[] =
  * - Serial keys, step 1: only the first unfinished job of its key.
  */
 #define CYCLE_RUNNABLE_SYNC(sync) \
-    "j.status = 'pending' AND j.queue = $1 AND j.run_at <= now()" \
-    " AND (SELECT set_config('synchronous_commit', " sync ", true)) IS NOT NULL" \
+    "j.status OPERATOR(pg_catalog.=) 'pending' AND j.queue OPERATOR(pg_catalog.=) $1" \
+    " AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.now()" \
+    " AND (SELECT pg_catalog.set_config('synchronous_commit', " sync ", true)) IS NOT NULL" \
     " AND (j.ordering_key IS NULL OR NOT EXISTS (" \
     "      SELECT 1 FROM skipq.jobs e WHERE e.queue OPERATOR(pg_catalog.=) j.queue" \
-    "         AND e.ordering_key = j.ordering_key AND e.id < j.id" \
-    "         AND e.status IN ('blocked', 'pending', 'running')))"
+    "         AND e.ordering_key OPERATOR(pg_catalog.=) j.ordering_key AND e.id OPERATOR(pg_catalog.<) j.id" \
+    "         AND e.status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])))"
 #define CYCLE_RUNNABLE \
-    CYCLE_RUNNABLE_SYNC("CASE WHEN cardinality($6::int8[]) = 0 THEN 'off'" \
-                        " ELSE current_setting('synchronous_commit') END")
+    CYCLE_RUNNABLE_SYNC("CASE WHEN pg_catalog.cardinality($6::pg_catalog.int8[]) OPERATOR(pg_catalog.=) 0" \
+                        " THEN 'off' ELSE pg_catalog.current_setting('synchronous_commit') END")
 #define CYCLE_ORDER " ORDER BY priority DESC, run_at, id"
 
 /* What a picked job weighs against the claim's byte budget: its payload
@@ -234,20 +284,24 @@ static const char RELEASE_SQL[] =
     "  INSERT INTO skipq.ordering_keys AS k (queue, ordering_key, job_id)" \
     "  SELECT DISTINCT ON (ordering_key) $1::pg_catalog.text, ordering_key, id FROM fit" \
     "   WHERE ordering_key IS NOT NULL ORDER BY ordering_key, id" \
-    "  ON CONFLICT (queue, ordering_key) DO UPDATE SET job_id = k.job_id WHERE k.job_id = EXCLUDED.job_id" \
+    "  ON CONFLICT (queue, ordering_key) DO UPDATE SET job_id = k.job_id" \
+    "   WHERE k.job_id OPERATOR(pg_catalog.=) EXCLUDED.job_id" \
     "  RETURNING k.job_id" \
     "), ins AS (" \
     "  INSERT INTO skipq.job_executions (job_id, attempt, worker, started_at)" \
-    "  SELECT id, attempts + 1, $4, " started " FROM fit" \
-    "   WHERE ordering_key IS NULL OR id IN (SELECT job_id FROM turn)" \
+    "  SELECT id, attempts OPERATOR(pg_catalog.+) 1, $4, " started " FROM fit" \
+    "   WHERE ordering_key IS NULL OR id OPERATOR(pg_catalog.=) ANY (SELECT job_id FROM turn)" \
     "  RETURNING id, job_id, attempt" \
     "), claimed AS (" \
     "  UPDATE skipq.jobs j" \
     "     SET status = 'running', attempts = ins.attempt, locked_by = $4, current_execution_id = ins.id," \
-    "         lease_expires_at = now() + interval '1 millisecond' *" \
-    "           (SELECT l.ms FROM unnest($2::text[], $3::int8[]) AS l(kind, ms) WHERE l.kind = j.kind LIMIT 1)" \
-    "    FROM ins WHERE j.id = ins.job_id AND j.id = ANY(ARRAY(SELECT id FROM fit))" \
-    "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::text AS payload, ins.attempt, j.max_attempts" \
+    "         lease_expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) (pg_catalog.interval '1 millisecond'" \
+    "           OPERATOR(pg_catalog.*) (SELECT l.ms FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[])," \
+    "                                                               pg_catalog.unnest($3::pg_catalog.int8[]))" \
+    "                                    AS l(kind, ms) WHERE l.kind OPERATOR(pg_catalog.=) j.kind LIMIT 1))" \
+    "    FROM ins WHERE j.id OPERATOR(pg_catalog.=) ins.job_id" \
+    "     AND j.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM fit))" \
+    "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::pg_catalog.text AS payload, ins.attempt, j.max_attempts" \
     ")"
 
 /* Order matters: the outcomes branch runs (and takes its row locks, the
@@ -263,11 +317,11 @@ static const char CYCLE_SQL[] =
     CYCLE_OUTCOMES
     "), pick AS MATERIALIZED ("
     "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j"
-    "   WHERE " CYCLE_RUNNABLE " AND j.kind = ANY($2::text[])"
+    "   WHERE " CYCLE_RUNNABLE " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
     CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_CLAIM("now()", "$11")
+    CYCLE_CLAIM("pg_catalog.now()", "$11")
     CYCLE_RESULT;
 
 /*
@@ -278,11 +332,11 @@ static const char CYCLE_SQL[] =
 static const char CLAIM_SQL[] =
     "WITH pick AS MATERIALIZED ("
     "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j"
-    "   WHERE " CYCLE_RUNNABLE_SYNC("'off'") " AND j.kind = ANY($2::text[])"
+    "   WHERE " CYCLE_RUNNABLE_SYNC("'off'") " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
     CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_CLAIM("now()", "$6")
+    CYCLE_CLAIM("pg_catalog.now()", "$6")
     " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
 
 /*
@@ -304,20 +358,22 @@ static const char CYCLE_LIMITED_SQL[] =
     "), lim AS MATERIALIZED ("
     /* Reading exe first makes the outcomes (and their row locks) come
      * before the kind locks, whatever order the executor would choose. */
-    "  SELECT a.kind, a.allowed, a.at FROM skipq.claim_allowance($2::text[], $7::int8[]) AS a"
-    "   WHERE (SELECT count(*) FROM exe) >= 0"
+    "  SELECT a.kind, a.allowed, a.at FROM skipq.claim_allowance($2::pg_catalog.text[], $7::pg_catalog.int8[]) AS a"
+    "   WHERE (SELECT pg_catalog.count(*) FROM exe) OPERATOR(pg_catalog.>=) 0"
     "), free AS MATERIALIZED ("
     "  SELECT id, attempts, priority, run_at, ordering_key, " CLAIM_BYTES " FROM skipq.jobs j"
-    "   WHERE " CYCLE_RUNNABLE " AND j.kind = ANY($2::text[]) AND j.kind NOT IN (SELECT kind FROM lim)"
+    "   WHERE " CYCLE_RUNNABLE " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
+    "     AND NOT (j.kind OPERATOR(pg_catalog.=) ANY (SELECT kind FROM lim))"
     /* A one-time filter: with every kind limited, no scan at all (it
      * would read every pending job of the queue to find none). */
-    "     AND EXISTS (SELECT 1 FROM unnest($2::text[]) AS k(kind) WHERE k.kind NOT IN (SELECT kind FROM lim))"
+    "     AND EXISTS (SELECT 1 FROM pg_catalog.unnest($2::pg_catalog.text[]) AS k(kind)"
+    "                  WHERE NOT (k.kind OPERATOR(pg_catalog.=) ANY (SELECT kind FROM lim)))"
     CYCLE_ORDER
     "   LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED"
     "), held AS MATERIALIZED ("
     "  SELECT p.id, p.attempts, p.priority, p.run_at, p.ordering_key, p.bytes FROM lim CROSS JOIN LATERAL ("
     "    SELECT id, attempts, priority, run_at, ordering_key, " CLAIM_BYTES " FROM skipq.jobs j"
-    "     WHERE " CYCLE_RUNNABLE " AND j.kind = lim.kind"
+    "     WHERE " CYCLE_RUNNABLE " AND j.kind OPERATOR(pg_catalog.=) lim.kind"
     CYCLE_ORDER
     "     LIMIT least(lim.allowed, $5) FOR NO KEY UPDATE SKIP LOCKED) p"
     "), pick AS MATERIALIZED ("
@@ -325,15 +381,15 @@ static const char CYCLE_LIMITED_SQL[] =
     "    FROM (SELECT * FROM free UNION ALL SELECT * FROM held) c"
     CYCLE_ORDER
     "  LIMIT $5"
-    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), now())", "$11")
+    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), pg_catalog.now())", "$11")
     ", rt AS ("
     "  UPDATE skipq.kind_limits l"
-    "     SET window_count = CASE WHEN l.window_start = date_trunc(l.rate_unit, a.at)"
-    "                             THEN l.window_count + n.n ELSE n.n END,"
-    "         window_start = date_trunc(l.rate_unit, a.at)"
-    "    FROM (SELECT kind, count(*)::int AS n FROM claimed GROUP BY kind) n"
-    "    JOIN lim a ON a.kind = n.kind"
-    "   WHERE l.kind = n.kind AND l.rate IS NOT NULL"
+    "     SET window_count = CASE WHEN l.window_start OPERATOR(pg_catalog.=) pg_catalog.date_trunc(l.rate_unit, a.at)"
+    "                             THEN l.window_count OPERATOR(pg_catalog.+) n.n ELSE n.n END,"
+    "         window_start = pg_catalog.date_trunc(l.rate_unit, a.at)"
+    "    FROM (SELECT kind, pg_catalog.count(*)::pg_catalog.int4 AS n FROM claimed GROUP BY kind) n"
+    "    JOIN lim a ON a.kind OPERATOR(pg_catalog.=) n.kind"
+    "   WHERE l.kind OPERATOR(pg_catalog.=) n.kind AND l.rate IS NOT NULL"
     ")"
     CYCLE_RESULT;
 
@@ -344,16 +400,18 @@ static const char CYCLE_LIMITED_SQL[] =
  * rows back and skip this round.
  */
 static const char RETAIN_SQL[] =
-    "WITH l AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(495946797170) AS got),"
+    "WITH l AS MATERIALIZED (SELECT pg_catalog.pg_try_advisory_xact_lock(495946797170) AS got),"
     " d AS ("
-    "  DELETE FROM skipq.jobs WHERE id IN ("
+    "  DELETE FROM skipq.jobs WHERE id OPERATOR(pg_catalog.=) ANY ("
     "    SELECT id FROM skipq.jobs"
-    "     WHERE status = $1 AND finished_at < now() - $2::int8 * interval '1 millisecond'"
-    "       AND finished_at < (SELECT through FROM skipq.job_totals_mark)" /* counted first */
+    "     WHERE status OPERATOR(pg_catalog.=) $1"
+    "       AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-)"
+    "             ($2::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond'))"
+    "       AND finished_at OPERATOR(pg_catalog.<) (SELECT through FROM skipq.job_totals_mark)" /* counted first */
     "       AND (SELECT got FROM l)"
     "     LIMIT $3 FOR UPDATE SKIP LOCKED)"
     "  RETURNING 1)"
-    " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT count(*) FROM d) ELSE -1 END";
+    " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT pg_catalog.count(*) FROM d) ELSE -1 END";
 
 /*
  * After a lost connection: jobs still 'running' under this worker's name
@@ -367,18 +425,19 @@ static const char RETAIN_SQL[] =
 static const char RECOVER_SQL[] =
     "WITH lk AS MATERIALIZED ("
     "  SELECT j.id FROM skipq.jobs j"
-    "   WHERE j.status = 'running' AND j.locked_by = $1 AND NOT (j.id = ANY($2::int8[]))"
+    "   WHERE j.status OPERATOR(pg_catalog.=) 'running' AND j.locked_by OPERATOR(pg_catalog.=) $1"
+    "     AND NOT (j.id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.int8[]))"
     "   ORDER BY j.id FOR NO KEY UPDATE OF j SKIP LOCKED"
     "), r AS ("
-    "  UPDATE skipq.jobs j SET status = 'pending', run_at = now(), lease_expires_at = NULL,"
-    "         max_attempts = j.max_attempts + 1,"
+    "  UPDATE skipq.jobs j SET status = 'pending', run_at = pg_catalog.now(), lease_expires_at = NULL,"
+    "         max_attempts = j.max_attempts OPERATOR(pg_catalog.+) 1,"
     "         last_error = 'interrupted: the reply to its claim was lost with the connection'"
-    "    FROM lk WHERE j.id = lk.id AND j.id = ANY(ARRAY(SELECT id FROM lk))"
-    "     AND j.status = 'running' AND j.locked_by = $1"
+    "    FROM lk WHERE j.id OPERATOR(pg_catalog.=) lk.id AND j.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM lk))"
+    "     AND j.status OPERATOR(pg_catalog.=) 'running' AND j.locked_by OPERATOR(pg_catalog.=) $1"
     "  RETURNING j.id, j.current_execution_id AS eid)"
-    " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = now(),"
+    " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = pg_catalog.now(),"
     "        error = 'interrupted: the reply to its claim was lost with the connection'"
-    "   FROM r WHERE e.id = r.eid"
+    "   FROM r WHERE e.id OPERATOR(pg_catalog.=) r.eid"
     " RETURNING e.id";
 
 static const struct {

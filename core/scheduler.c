@@ -43,17 +43,20 @@
 #define AGING_BATCH 50       /* rows per aging statement: claims skip the rows it locks */
 #define DEPS_BATCH 200       /* inbox rows one settling statement takes */
 
+/* Every built-in is named by schema: see "SCHEMA-QUALIFIED SQL" in queue.c. */
 static const char CRON_REGISTER_SQL[] =
-    "INSERT INTO skipq.cron_state (name, schedule, timezone, last_tick) VALUES ($1, $2, $3, now())"
+    "INSERT INTO skipq.cron_state (name, schedule, timezone, last_tick) VALUES ($1, $2, $3, pg_catalog.now())"
     " ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, timezone = EXCLUDED.timezone,"
-    "    updated_at = now()"
-    "  WHERE (cron_state.schedule, cron_state.timezone) IS DISTINCT FROM (EXCLUDED.schedule, EXCLUDED.timezone)";
+    "    updated_at = pg_catalog.now()"
+    "  WHERE cron_state.schedule OPERATOR(pg_catalog.<>) EXCLUDED.schedule" /* both NOT NULL */
+    "     OR cron_state.timezone OPERATOR(pg_catalog.<>) EXCLUDED.timezone";
 
 /* The last tick exactly (for the compare-and-set), and it and now as local
  * wall-clock times in the schedule's zone. */
 static const char CRON_READ_SQL[] =
-    "SELECT last_tick::text, (last_tick AT TIME ZONE $2)::text, (now() AT TIME ZONE $2)::text"
-    "  FROM skipq.cron_state WHERE name = $1";
+    "SELECT last_tick::pg_catalog.text, (last_tick AT TIME ZONE $2)::pg_catalog.text,"
+    "       (pg_catalog.now() AT TIME ZONE $2)::pg_catalog.text"
+    "  FROM skipq.cron_state WHERE name OPERATOR(pg_catalog.=) $1";
 
 /*
  * $3: candidate local ticks. They become instants in zone $2 (a local time
@@ -65,29 +68,38 @@ static const char CRON_READ_SQL[] =
  */
 static const char CRON_FIRE_SQL[] =
     "WITH due AS MATERIALIZED ("
-    "  SELECT DISTINCT t.at FROM (SELECT x::timestamp AT TIME ZONE $2 AS at FROM unnest($3::text[]) AS x) t"
-    "   WHERE t.at > $1::timestamptz AND t.at <= now()"
+    "  SELECT DISTINCT t.at FROM (SELECT x::pg_catalog.timestamp AT TIME ZONE $2 AS at"
+    "                               FROM pg_catalog.unnest($3::pg_catalog.text[]) AS x) t"
+    "   WHERE t.at OPERATOR(pg_catalog.>) $1::pg_catalog.timestamptz AND t.at OPERATOR(pg_catalog.<=) pg_catalog.now()"
     "), adv AS ("
-    "  UPDATE skipq.cron_state SET last_tick = (SELECT max(at) FROM due), updated_at = now()"
-    "   WHERE name = $4 AND last_tick = $1::timestamptz AND EXISTS (SELECT 1 FROM due)"
+    "  UPDATE skipq.cron_state SET last_tick = (SELECT pg_catalog.max(at) FROM due), updated_at = pg_catalog.now()"
+    "   WHERE name OPERATOR(pg_catalog.=) $4 AND last_tick OPERATOR(pg_catalog.=) $1::pg_catalog.timestamptz"
+    "     AND EXISTS (SELECT 1 FROM due)"
     "  RETURNING 1"
     "), ins AS ("
     "  INSERT INTO skipq.jobs (queue, kind, payload, priority, run_at, max_attempts)"
-    "  SELECT $5, $6, $7::jsonb, $8::int, due.at, $9::int FROM due, adv"
-    "   WHERE $10::text = 'all' OR (due.at = (SELECT max(at) FROM due)"
-    "         AND ($10::text = 'latest' OR due.at >= now() - $11::int8 * interval '1 millisecond'))"
+    "  SELECT $5, $6, $7::pg_catalog.jsonb, $8::pg_catalog.int4, due.at, $9::pg_catalog.int4 FROM due, adv"
+    "   WHERE $10::pg_catalog.text OPERATOR(pg_catalog.=) 'all'"
+    "      OR (due.at OPERATOR(pg_catalog.=) (SELECT pg_catalog.max(at) FROM due)"
+    "          AND ($10::pg_catalog.text OPERATOR(pg_catalog.=) 'latest'"
+    "               OR due.at OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-)"
+    "                    ($11::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond'))))"
     "   ORDER BY due.at"
     "  RETURNING 1"
     ")"
-    " SELECT (SELECT count(*) FROM adv), (SELECT count(*) FROM ins)";
+    " SELECT (SELECT pg_catalog.count(*) FROM adv), (SELECT pg_catalog.count(*) FROM ins)";
 
-/* Last host to start with a limit for a kind sets it (both keys at once). */
+/* Last host to start with a limit for a kind sets it (both keys at once).
+ * Changed or not is compared with a stand-in for NULL (IS DISTINCT FROM
+ * would look `=` up by name): 0 and '' are never stored (CHECKs in 020). */
 static const char LIMIT_REGISTER_SQL[] =
-    "INSERT INTO skipq.kind_limits (kind, max_running, rate, rate_unit) VALUES ($1, $2::int, $3::int, $4)"
+    "INSERT INTO skipq.kind_limits (kind, max_running, rate, rate_unit)"
+    " VALUES ($1, $2::pg_catalog.int4, $3::pg_catalog.int4, $4)"
     " ON CONFLICT (kind) DO UPDATE SET max_running = EXCLUDED.max_running, rate = EXCLUDED.rate,"
-    "    rate_unit = EXCLUDED.rate_unit, updated_at = now()"
-    "  WHERE (kind_limits.max_running, kind_limits.rate, kind_limits.rate_unit)"
-    "        IS DISTINCT FROM (EXCLUDED.max_running, EXCLUDED.rate, EXCLUDED.rate_unit)"
+    "    rate_unit = EXCLUDED.rate_unit, updated_at = pg_catalog.now()"
+    "  WHERE coalesce(kind_limits.max_running, 0) OPERATOR(pg_catalog.<>) coalesce(EXCLUDED.max_running, 0)"
+    "     OR coalesce(kind_limits.rate, 0) OPERATOR(pg_catalog.<>) coalesce(EXCLUDED.rate, 0)"
+    "     OR coalesce(kind_limits.rate_unit, '') OPERATOR(pg_catalog.<>) coalesce(EXCLUDED.rate_unit, '')"
     " RETURNING 1";
 
 /*
@@ -98,23 +110,29 @@ static const char LIMIT_REGISTER_SQL[] =
  * small batches, best first: a claim meanwhile takes the next-best jobs,
  * not the newest.
  */
+#define AGED_PRIORITY \
+    "least($3::pg_catalog.int8, coalesce(base_priority, priority) OPERATOR(pg_catalog.+)" \
+    "      pg_catalog.floor(extract(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-) run_at)" \
+    "                       OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog./) $2::pg_catalog.int8)::pg_catalog.int8)"
 static const char AGING_SQL[] =
-    "WITH l AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(495947, hashtext($1)) AS got),"
+    "WITH l AS MATERIALIZED ("
+    "  SELECT pg_catalog.pg_try_advisory_xact_lock(495947, pg_catalog.hashtext($1)) AS got),"
     " c AS MATERIALIZED ("
-    "  SELECT id, least($3::int8, coalesce(base_priority, priority)"
-    "             + floor(extract(epoch FROM now() - run_at) * 1000 / $2::int8)::int8)::int AS p"
+    "  SELECT id, " AGED_PRIORITY "::pg_catalog.int4 AS p"
     "    FROM skipq.jobs"
-    "   WHERE status = 'pending' AND queue = $1 AND run_at <= now() - $2::int8 * interval '1 millisecond'"
+    "   WHERE status OPERATOR(pg_catalog.=) 'pending' AND queue OPERATOR(pg_catalog.=) $1"
+    "     AND run_at OPERATOR(pg_catalog.<=) (pg_catalog.now() OPERATOR(pg_catalog.-)"
+    "           ($2::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond'))"
     "     AND (SELECT got FROM l)"
-    "     AND priority < least($3::int8, coalesce(base_priority, priority)"
-    "             + floor(extract(epoch FROM now() - run_at) * 1000 / $2::int8)::int8)"
+    "     AND priority OPERATOR(pg_catalog.<) " AGED_PRIORITY
     "   ORDER BY priority DESC, run_at, id"
     "   LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED"
     "), u AS ("
     "  UPDATE skipq.jobs j SET base_priority = coalesce(j.base_priority, j.priority), priority = c.p"
-    "    FROM c WHERE j.id = c.id AND j.status = 'pending' AND c.p > j.priority"
+    "    FROM c WHERE j.id OPERATOR(pg_catalog.=) c.id AND j.status OPERATOR(pg_catalog.=) 'pending'"
+    "     AND c.p OPERATOR(pg_catalog.>) j.priority"
     "  RETURNING 1)"
-    " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT count(*) FROM u) ELSE -1 END";
+    " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT pg_catalog.count(*) FROM u) ELSE -1 END";
 
 static PGresult *exec(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
 {
@@ -135,7 +153,7 @@ static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct s
 {
     char why[512];
     const char *p1[1] = {k->payload};
-    PGresult *res = exec(conn, "SELECT jsonb_typeof($1::jsonb)", 1, p1, why, sizeof why);
+    PGresult *res = exec(conn, "SELECT pg_catalog.jsonb_typeof($1::pg_catalog.jsonb)", 1, p1, why, sizeof why);
     if (!res || strcmp(PQgetvalue(res, 0, 0), "object") != 0) {
         *bad_config = true;
         snprintf(err, errlen, "%s:%d: [cron %s] payload: %s", cfg->path, k->line, k->name,
@@ -145,7 +163,7 @@ static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct s
     }
     PQclear(res);
     const char *p2[1] = {k->timezone};
-    res = exec(conn, "SELECT now() AT TIME ZONE $1", 1, p2, why, sizeof why);
+    res = exec(conn, "SELECT pg_catalog.now() AT TIME ZONE $1", 1, p2, why, sizeof why);
     if (!res) {
         *bad_config = true;
         snprintf(err, errlen, "%s:%d: [cron %s] timezone: %s", cfg->path, k->line, k->name, why);

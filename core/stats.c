@@ -114,43 +114,58 @@ static PGresult *query(PGconn *conn, const char *sql, int n, const char *const *
 
 /* ---- stats ------------------------------------------------------------------------ */
 
+/* Built-ins are named by schema: see "SCHEMA-QUALIFIED SQL" in queue.c. */
+#define LAST_HOUR "(pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.interval '1 hour')"
+
 /* A column of an execution's job, looked up by primary key per execution:
  * a plain join lets the planner hash-join recent executions against a scan
  * of every job ever kept. */
-#define JOB_OF_EXECUTION(col) "(SELECT " col " FROM skipq.jobs j WHERE j.id = e.job_id)"
+#define JOB_OF_EXECUTION(col) "(SELECT " col " FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) e.job_id)"
 
 /* $1: the totals watermark; $2: where the scan of finished jobs starts
  * (the earlier of the watermark and an hour ago). */
 static const char STATS_SQL[] =
     "WITH cur AS ("
-    "  SELECT queue, kind, sum(ready) AS ready, sum(scheduled) AS scheduled, sum(blocked) AS blocked,"
-    "         sum(running) AS running, sum(expired) AS expired, min(oldest) AS oldest FROM ("
-    "    SELECT queue, kind, count(*) FILTER (WHERE run_at <= now()) AS ready,"
-    "           count(*) FILTER (WHERE run_at > now()) AS scheduled, 0 AS blocked, 0 AS running, 0 AS expired,"
-    "           min(run_at) FILTER (WHERE run_at <= now()) AS oldest"
-    "      FROM skipq.jobs WHERE status = 'pending' GROUP BY queue, kind"
+    "  SELECT queue, kind, pg_catalog.sum(ready) AS ready, pg_catalog.sum(scheduled) AS scheduled,"
+    "         pg_catalog.sum(blocked) AS blocked, pg_catalog.sum(running) AS running,"
+    "         pg_catalog.sum(expired) AS expired, pg_catalog.min(oldest) AS oldest FROM ("
+    "    SELECT queue, kind,"
+    "           pg_catalog.count(*) FILTER (WHERE run_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS ready,"
+    "           pg_catalog.count(*) FILTER (WHERE run_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS scheduled,"
+    "           0 AS blocked, 0 AS running, 0 AS expired,"
+    "           pg_catalog.min(run_at) FILTER (WHERE run_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS oldest"
+    "      FROM skipq.jobs WHERE status OPERATOR(pg_catalog.=) 'pending' GROUP BY queue, kind"
     "    UNION ALL"
-    "    SELECT queue, kind, 0, 0, count(*), 0, 0, NULL"
-    "      FROM skipq.jobs WHERE status = 'blocked' GROUP BY queue, kind"
+    "    SELECT queue, kind, 0, 0, pg_catalog.count(*), 0, 0, NULL"
+    "      FROM skipq.jobs WHERE status OPERATOR(pg_catalog.=) 'blocked' GROUP BY queue, kind"
     "    UNION ALL"
-    "    SELECT queue, kind, 0, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now()), NULL"
-    "      FROM skipq.jobs WHERE status = 'running' GROUP BY queue, kind) l"
+    "    SELECT queue, kind, 0, 0, 0, pg_catalog.count(*),"
+    "           pg_catalog.count(*) FILTER (WHERE lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()), NULL"
+    "      FROM skipq.jobs WHERE status OPERATOR(pg_catalog.=) 'running' GROUP BY queue, kind) l"
     "   GROUP BY queue, kind"
     "), fin AS ("
     "  SELECT queue, kind,"
-    "         count(*) FILTER (WHERE status = 'done' AND finished_at >= now() - interval '1 hour') AS done_1h,"
-    "         count(*) FILTER (WHERE status = 'dead' AND finished_at >= now() - interval '1 hour') AS dead_1h,"
-    "         count(*) FILTER (WHERE status = 'done' AND finished_at >= $1::timestamptz) AS done,"
-    "         count(*) FILTER (WHERE status = 'dead' AND finished_at >= $1::timestamptz) AS dead,"
-    "         count(*) FILTER (WHERE status = 'cancelled' AND finished_at >= $1::timestamptz) AS cancelled"
-    "    FROM skipq.jobs WHERE finished_at >= $2::timestamptz GROUP BY queue, kind"
+    "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'done'"
+    "                                     AND finished_at OPERATOR(pg_catalog.>=) " LAST_HOUR ") AS done_1h,"
+    "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'dead'"
+    "                                     AND finished_at OPERATOR(pg_catalog.>=) " LAST_HOUR ") AS dead_1h,"
+    "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'done'"
+    "                                     AND finished_at OPERATOR(pg_catalog.>=) $1::pg_catalog.timestamptz) AS done,"
+    "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'dead'"
+    "                                     AND finished_at OPERATOR(pg_catalog.>=) $1::pg_catalog.timestamptz) AS dead,"
+    "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'cancelled'"
+    "                                     AND finished_at OPERATOR(pg_catalog.>=) $1::pg_catalog.timestamptz)"
+    "           AS cancelled"
+    "    FROM skipq.jobs WHERE finished_at OPERATOR(pg_catalog.>=) $2::pg_catalog.timestamptz GROUP BY queue, kind"
     "), pct AS ("
-    "  SELECT split_part(qk, '/', 1) AS queue, split_part(qk, '/', 2) AS kind, p FROM ("
-    "    SELECT qk, percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms) AS p FROM ("
-    "      SELECT " JOB_OF_EXECUTION("j.queue || '/' || j.kind") " AS qk,"
-    "             extract(epoch FROM e.finished_at - e.started_at) * 1000 AS ms"
+    "  SELECT pg_catalog.split_part(qk, '/', 1) AS queue, pg_catalog.split_part(qk, '/', 2) AS kind, p FROM ("
+    "    SELECT qk, pg_catalog.percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms) AS p FROM ("
+    "      SELECT " JOB_OF_EXECUTION("j.queue OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) j.kind") " AS qk,"
+    "             extract(epoch FROM e.finished_at OPERATOR(pg_catalog.-) e.started_at) OPERATOR(pg_catalog.*) 1000"
+    "               AS ms"
     "        FROM skipq.job_executions e"
-    "       WHERE e.started_at >= now() - interval '1 hour' AND e.status IN ('done', 'retry', 'dead')"
+    "       WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR
+    "         AND e.status OPERATOR(pg_catalog.=) ANY (ARRAY['done', 'retry', 'dead'])"
     "         AND e.finished_at IS NOT NULL) x"
     "     GROUP BY qk) y"
     "), k AS ("
@@ -159,31 +174,40 @@ static const char STATS_SQL[] =
     ")"
     " SELECT k.queue, k.kind, coalesce(c.ready, 0) AS ready, coalesce(c.scheduled, 0) AS scheduled,"
     "        coalesce(c.blocked, 0) AS blocked, coalesce(c.running, 0) AS running, coalesce(c.expired, 0) AS expired,"
-    "        round(extract(epoch FROM now() - c.oldest))::int8 AS oldest_ready_s,"
+    "        pg_catalog.round(extract(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest))::pg_catalog.int8"
+    "          AS oldest_ready_s,"
     "        coalesce(f.done_1h, 0) AS done_1h, coalesce(f.dead_1h, 0) AS dead_1h,"
-    "        coalesce(t.done, 0) + coalesce(f.done, 0) AS done, coalesce(t.dead, 0) + coalesce(f.dead, 0) AS dead,"
-    "        coalesce(t.cancelled, 0) + coalesce(f.cancelled, 0) AS cancelled,"
-    "        round(p.p[1]::numeric, 1) AS p50_ms, round(p.p[2]::numeric, 1) AS p95_ms,"
-    "        round(p.p[3]::numeric, 1) AS p99_ms,"
+    "        coalesce(t.done, 0) OPERATOR(pg_catalog.+) coalesce(f.done, 0) AS done,"
+    "        coalesce(t.dead, 0) OPERATOR(pg_catalog.+) coalesce(f.dead, 0) AS dead,"
+    "        coalesce(t.cancelled, 0) OPERATOR(pg_catalog.+) coalesce(f.cancelled, 0) AS cancelled,"
+    "        pg_catalog.round(p.p[1]::pg_catalog.numeric, 1) AS p50_ms,"
+    "        pg_catalog.round(p.p[2]::pg_catalog.numeric, 1) AS p95_ms,"
+    "        pg_catalog.round(p.p[3]::pg_catalog.numeric, 1) AS p99_ms,"
     "        EXISTS (SELECT 1 FROM skipq.hosts h WHERE skipq.host_alive(h.heartbeat_at, h.heartbeat_ms)"
-    "                  AND k.queue || '/' || k.kind = ANY (h.serves)) AS served"
-    "   FROM k LEFT JOIN cur c USING (queue, kind) LEFT JOIN fin f USING (queue, kind)"
-    "   LEFT JOIN skipq.job_totals t USING (queue, kind) LEFT JOIN pct p USING (queue, kind)"
+    "                  AND (k.queue OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) k.kind)"
+    "                      OPERATOR(pg_catalog.=) ANY (h.serves)) AS served"
+    "   FROM k"
+    "   LEFT JOIN cur c ON c.queue OPERATOR(pg_catalog.=) k.queue AND c.kind OPERATOR(pg_catalog.=) k.kind"
+    "   LEFT JOIN fin f ON f.queue OPERATOR(pg_catalog.=) k.queue AND f.kind OPERATOR(pg_catalog.=) k.kind"
+    "   LEFT JOIN skipq.job_totals t ON t.queue OPERATOR(pg_catalog.=) k.queue AND t.kind OPERATOR(pg_catalog.=) k.kind"
+    "   LEFT JOIN pct p ON p.queue OPERATOR(pg_catalog.=) k.queue AND p.kind OPERATOR(pg_catalog.=) k.kind"
     "  ORDER BY k.queue, k.kind";
 
 static const char HOSTS_SQL[] =
     "SELECT h.id, h.hostname, h.version, h.threads, skipq.host_alive(h.heartbeat_at, h.heartbeat_ms) AS alive,"
-    "       round(extract(epoch FROM now() - h.heartbeat_at)::numeric, 1) AS heartbeat_age_s,"
-    "       (SELECT count(*) FROM skipq.jobs j WHERE j.status = 'running'"
-    "           AND left(j.locked_by, length(h.id) + 1) = h.id || ':') AS running,"
-    "       to_char(h.started_at, 'YYYY-MM-DD HH24:MI:SSOF') AS started_at,"
+    "       pg_catalog.round(extract(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-) h.heartbeat_at)"
+    "                          ::pg_catalog.numeric, 1) AS heartbeat_age_s,"
+    "       (SELECT pg_catalog.count(*) FROM skipq.jobs j WHERE j.status OPERATOR(pg_catalog.=) 'running'"
+    "           AND pg_catalog.left(j.locked_by, pg_catalog.length(h.id) OPERATOR(pg_catalog.+) 1)"
+    "               OPERATOR(pg_catalog.=) (h.id OPERATOR(pg_catalog.||) ':')) AS running,"
+    "       pg_catalog.to_char(h.started_at, 'YYYY-MM-DD HH24:MI:SSOF') AS started_at,"
     "       %s AS queues, %s AS kinds, h.name, h.pid, h.heartbeat_ms"
     "  FROM skipq.hosts h ORDER BY h.name, h.id";
 
 /* The watermark, and where to start reading finished jobs. */
 static const char MARK_SQL[] =
-    "SELECT through, least(through, now() - interval '1 hour'),"
-    "       to_char(began_at, 'YYYY-MM-DD HH24:MI:SSOF') FROM skipq.job_totals_mark";
+    "SELECT through, least(through, " LAST_HOUR "),"
+    "       pg_catalog.to_char(began_at, 'YYYY-MM-DD HH24:MI:SSOF') FROM skipq.job_totals_mark";
 
 static bool begin_snapshot(PGconn *conn, char *err, size_t errlen)
 {
@@ -217,7 +241,7 @@ bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen
 {
     PGresult *mark = NULL, *rows = NULL, *hosts = NULL;
     bool ok = false;
-    char hosts_sql[1024];
+    char hosts_sql[2048];
     if (!begin_snapshot(conn, err, errlen))
         return false;
     if (!(mark = query(conn, MARK_SQL, 0, NULL, err, errlen)))
@@ -229,8 +253,9 @@ bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen
     const char *params[2] = {PQgetvalue(mark, 0, 0), PQgetvalue(mark, 0, 1)};
     if (!(rows = query(conn, STATS_SQL, 2, params, err, errlen)))
         goto done;
-    snprintf(hosts_sql, sizeof hosts_sql, HOSTS_SQL, json ? "array_to_json(h.queues)" : "array_to_string(h.queues, ',')",
-             json ? "array_to_json(h.kinds)" : "array_to_string(h.kinds, ',')");
+    snprintf(hosts_sql, sizeof hosts_sql, HOSTS_SQL,
+             json ? "pg_catalog.array_to_json(h.queues)" : "pg_catalog.array_to_string(h.queues, ',')",
+             json ? "pg_catalog.array_to_json(h.kinds)" : "pg_catalog.array_to_string(h.kinds, ',')");
     if (!(hosts = query(conn, hosts_sql, 0, NULL, err, errlen)))
         goto done;
     if (json) {
@@ -274,43 +299,55 @@ done:
 /* $1: the throughput window in ms. */
 static const char TOP_QUEUES_SQL[] =
     "WITH cur AS ("
-    "  SELECT queue, count(*) FILTER (WHERE run_at <= now()) AS ready,"
-    "         count(*) FILTER (WHERE run_at > now()) AS scheduled, 0 AS running, 0 AS expired"
-    "    FROM skipq.jobs WHERE status = 'pending' GROUP BY queue"
+    "  SELECT queue, pg_catalog.count(*) FILTER (WHERE run_at OPERATOR(pg_catalog.<=) pg_catalog.now()) AS ready,"
+    "         pg_catalog.count(*) FILTER (WHERE run_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS scheduled,"
+    "         0 AS running, 0 AS expired"
+    "    FROM skipq.jobs WHERE status OPERATOR(pg_catalog.=) 'pending' GROUP BY queue"
     "  UNION ALL"
-    "  SELECT queue, 0, 0, count(*), count(*) FILTER (WHERE lease_expires_at < now())"
-    "    FROM skipq.jobs WHERE status = 'running' GROUP BY queue"
+    "  SELECT queue, 0, 0, pg_catalog.count(*),"
+    "         pg_catalog.count(*) FILTER (WHERE lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now())"
+    "    FROM skipq.jobs WHERE status OPERATOR(pg_catalog.=) 'running' GROUP BY queue"
     "), ex AS ("
-    "  SELECT queue, count(*) FILTER (WHERE status = 'done') AS done,"
-    "         count(*) FILTER (WHERE status IN ('retry', 'dead', 'lost')) AS failed FROM ("
+    "  SELECT queue, pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'done') AS done,"
+    "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['retry', 'dead', 'lost']))"
+    "           AS failed FROM ("
     "    SELECT " JOB_OF_EXECUTION("j.queue") " AS queue, e.status"
     "      FROM skipq.job_executions e"
-    "     WHERE e.started_at >= now() - interval '1 hour'"
-    "       AND e.finished_at >= now() - $1::int8 * interval '1 millisecond') x"
+    "     WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR
+    "       AND e.finished_at OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-)"
+    "             ($1::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond'))) x"
     "   GROUP BY queue"
     "), dead AS ("
-    "  SELECT queue, count(*) AS dead_1h FROM skipq.jobs"
-    "   WHERE finished_at >= now() - interval '1 hour' AND status = 'dead' GROUP BY queue"
+    "  SELECT queue, pg_catalog.count(*) AS dead_1h FROM skipq.jobs"
+    "   WHERE finished_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND status OPERATOR(pg_catalog.=) 'dead'"
+    "   GROUP BY queue"
     "), k AS (SELECT queue FROM cur UNION SELECT queue FROM ex UNION SELECT queue FROM dead)"
-    " SELECT k.queue, coalesce(sum(c.ready), 0)::int8 AS ready, coalesce(sum(c.scheduled), 0)::int8 AS scheduled,"
-    "        coalesce(sum(c.running), 0)::int8 AS running, coalesce(sum(c.expired), 0)::int8 AS expired,"
-    "        round(coalesce(min(x.done), 0) * 1000.0 / $1::int8, 1) AS done_per_s,"
-    "        round(coalesce(min(x.failed), 0) * 1000.0 / $1::int8, 1) AS failed_per_s,"
-    "        coalesce(min(d.dead_1h), 0) AS dead_1h"
-    "   FROM k LEFT JOIN cur c USING (queue) LEFT JOIN ex x USING (queue) LEFT JOIN dead d USING (queue)"
+    " SELECT k.queue, coalesce(pg_catalog.sum(c.ready), 0)::pg_catalog.int8 AS ready,"
+    "        coalesce(pg_catalog.sum(c.scheduled), 0)::pg_catalog.int8 AS scheduled,"
+    "        coalesce(pg_catalog.sum(c.running), 0)::pg_catalog.int8 AS running,"
+    "        coalesce(pg_catalog.sum(c.expired), 0)::pg_catalog.int8 AS expired,"
+    "        pg_catalog.round(coalesce(pg_catalog.min(x.done), 0) OPERATOR(pg_catalog.*) 1000.0"
+    "                         OPERATOR(pg_catalog./) $1::pg_catalog.int8, 1) AS done_per_s,"
+    "        pg_catalog.round(coalesce(pg_catalog.min(x.failed), 0) OPERATOR(pg_catalog.*) 1000.0"
+    "                         OPERATOR(pg_catalog./) $1::pg_catalog.int8, 1) AS failed_per_s,"
+    "        coalesce(pg_catalog.min(d.dead_1h), 0) AS dead_1h"
+    "   FROM k LEFT JOIN cur c ON c.queue OPERATOR(pg_catalog.=) k.queue"
+    "   LEFT JOIN ex x ON x.queue OPERATOR(pg_catalog.=) k.queue"
+    "   LEFT JOIN dead d ON d.queue OPERATOR(pg_catalog.=) k.queue"
     "  GROUP BY k.queue ORDER BY k.queue";
 
 static const char TOP_HEAD_SQL[] =
-    "SELECT to_char(now(), 'YYYY-MM-DD HH24:MI:SSOF') AS at,"
-    "       (SELECT count(*) FROM skipq.hosts h WHERE skipq.host_alive(h.heartbeat_at, h.heartbeat_ms)) AS hosts,"
-    "       (SELECT coalesce(sum(threads), 0) FROM skipq.hosts h"
+    "SELECT pg_catalog.to_char(pg_catalog.now(), 'YYYY-MM-DD HH24:MI:SSOF') AS at,"
+    "       (SELECT pg_catalog.count(*) FROM skipq.hosts h WHERE skipq.host_alive(h.heartbeat_at, h.heartbeat_ms))"
+    "         AS hosts,"
+    "       (SELECT coalesce(pg_catalog.sum(threads), 0) FROM skipq.hosts h"
     "         WHERE skipq.host_alive(h.heartbeat_at, h.heartbeat_ms)) AS threads,"
     "       e.job_id AS last_error_job, e.error AS last_error,"
-    "       to_char(e.finished_at, 'HH24:MI:SS') AS last_error_at"
+    "       pg_catalog.to_char(e.finished_at, 'HH24:MI:SS') AS last_error_at"
     "  FROM (SELECT 1) one LEFT JOIN LATERAL ("
     "    SELECT x.job_id, x.error, x.finished_at FROM skipq.job_executions x"
-    "     WHERE x.started_at >= now() - interval '1 hour' AND x.error IS NOT NULL"
-    "       AND x.status IN ('retry', 'dead', 'lost')"
+    "     WHERE x.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND x.error IS NOT NULL"
+    "       AND x.status OPERATOR(pg_catalog.=) ANY (ARRAY['retry', 'dead', 'lost'])"
     "     ORDER BY x.finished_at DESC NULLS LAST LIMIT 1) e ON true";
 
 /* Sum a numeric column over the rows, as printed text. */

@@ -92,7 +92,10 @@ struct pg_conn *sq_job_conn(skipq_job *job)
     if (c->conn_broken || !c->conn)
         return NULL;
     /* The session runs skipq's statements with enable_seqscan and jit off
-     * (see open_session); the handler's statements are planned as usual. */
+     * (see open_session); the handler's statements are planned as usual.
+     * Its search_path stays skipq's (pg_catalog, pg_temp: db.c) unless
+     * pooler = transaction: a handler names its tables by schema, or sets
+     * its own path with SET LOCAL. */
     PGresult *res = PQexec(c->conn, "BEGIN ISOLATION LEVEL READ COMMITTED;"
                                     " SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL jit TO DEFAULT");
     bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
@@ -406,8 +409,8 @@ static bool was_cancelled(PGconn *conn, int64_t execution_id)
     char b[24];
     snprintf(b, sizeof b, "%" PRId64, execution_id);
     const char *params[1] = {b};
-    PGresult *res = PQexecParams(conn, "SELECT status FROM skipq.job_executions WHERE id = $1", 1, NULL, params,
-                                 NULL, NULL, 0);
+    PGresult *res = PQexecParams(conn, "SELECT status FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $1",
+                                 1, NULL, params, NULL, NULL, 0);
     bool cancelled = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
                      strcmp(PQgetvalue(res, 0, 0), "cancelled") == 0;
     PQclear(res);
@@ -465,8 +468,8 @@ static enum sq_complete already_recorded(PGconn *conn, int64_t execution_id)
     char b[24];
     snprintf(b, sizeof b, "%" PRId64, execution_id);
     const char *params[1] = {b};
-    PGresult *res = PQexecParams(conn, "SELECT status FROM skipq.job_executions WHERE id = $1", 1, NULL, params,
-                                 NULL, NULL, 0);
+    PGresult *res = PQexecParams(conn, "SELECT status FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $1",
+                                 1, NULL, params, NULL, NULL, 0);
     enum sq_complete r = SQ_COMPLETE_FENCED;
     if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
         const char *st = PQgetvalue(res, 0, 0);
@@ -519,7 +522,8 @@ static bool committed_as_done(PGconn *conn, const struct sq_claimed *c)
     snprintf(b, sizeof b, "%" PRId64, c->execution_id);
     const char *params[2] = {a, b};
     PGresult *res = PQexecParams(conn,
-                                 "SELECT 1 FROM skipq.job_executions WHERE id = $2 AND job_id = $1 AND status = 'done'",
+                                 "SELECT 1 FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $2"
+                                 " AND job_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'done'",
                                  2, NULL, params, NULL, NULL, 0);
     bool done = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
     PQclear(res);

@@ -8,7 +8,9 @@
  * fails, or the attempt lost its lease to another worker, both roll back.
  *
  * Shows: skipq_job_conn(), parameterised SQL in a handler, and plugin state
- * read once in init.
+ * read once in init. The SQL names its table and every built-in by schema:
+ * the job's connection has skipq's search_path (pg_catalog, pg_temp), or,
+ * behind a pooler in transaction mode, whatever the server's settings give.
  *
  * INI:
  *     [plugin notes]
@@ -69,7 +71,8 @@ static int notes_init(skipq_plugin *p)
         return 1;
     snprintf(n->insert_sql, sizeof n->insert_sql,
              "INSERT INTO %s (job_id, execution_id, note) "
-             "VALUES ($1::bigint, $2::bigint, coalesce($3::jsonb ->> 'note', $3::text))",
+             "VALUES ($1::pg_catalog.int8, $2::pg_catalog.int8,"
+             " coalesce($3::pg_catalog.jsonb OPERATOR(pg_catalog.->>) 'note', $3::pg_catalog.text))",
              table);
     skipq_set_state(p, n);
     int rc = skipq_register(p, "note.write", write_note, n);

@@ -110,6 +110,11 @@ void skipq_copy_abort(skipq_copy *cp);
  * Bring the skipq schema up to date. Idempotent; safe when several hosts run
  * it at once (they serialise on an advisory lock). *applied_out (if not
  * NULL) receives the number of migrations applied by this call.
+ * Before changing anything it refuses (SKIPQ_ESCHEMA, the message naming the
+ * object and its owner) a schema skipq, or an object in it, owned by a role
+ * that is neither the connection's current_user, a role current_user is a
+ * member of, nor a superuser; and CREATE on the schema granted to such a
+ * role.
  */
 skipq_rc skipq_migrate(struct pg_conn *conn, int *applied_out, char *errbuf, size_t errbuf_len);
 
