@@ -269,7 +269,7 @@ static const char RELEASE_SQL[] =
  * -- the first branch takes it and the running sum (a sort of the pick) is
  * never computed. Serial keys, step 2: take the key's row in this queue, or
  * keep it when this job already holds it (a retry); see the comment above. */
-#define CYCLE_CLAIM(started, budget) \
+#define CYCLE_FIT(budget) \
     "), fit AS (" \
     "  SELECT id, attempts, ordering_key FROM pick" \
     "   WHERE (SELECT pg_catalog.sum(bytes) FROM pick) OPERATOR(pg_catalog.<=) " budget "::pg_catalog.int8" \
@@ -279,7 +279,10 @@ static const char RELEASE_SQL[] =
     "           pg_catalog.row_number() OVER w AS n FROM pick" \
     "     WHERE (SELECT pg_catalog.sum(bytes) FROM pick) OPERATOR(pg_catalog.>) " budget "::pg_catalog.int8" \
     "    WINDOW w AS (ORDER BY priority DESC, run_at, id ROWS UNBOUNDED PRECEDING)) b" \
-    "   WHERE b.upto OPERATOR(pg_catalog.<=) " budget "::pg_catalog.int8 OR b.n OPERATOR(pg_catalog.=) 1" \
+    "   WHERE b.upto OPERATOR(pg_catalog.<=) " budget "::pg_catalog.int8 OR b.n OPERATOR(pg_catalog.=) 1"
+/* A claim of one job always fits: its `fit` is the pick itself. */
+#define CYCLE_FIT_ONE "), fit AS (SELECT id, attempts, ordering_key FROM pick"
+#define CYCLE_CLAIM(started) \
     "), turn AS (" \
     "  INSERT INTO skipq.ordering_keys AS k (queue, ordering_key, job_id)" \
     "  SELECT DISTINCT ON (ordering_key) $1::pg_catalog.text, ordering_key, id FROM fit" \
@@ -321,7 +324,8 @@ static const char CYCLE_SQL[] =
     CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_CLAIM("pg_catalog.now()", "$11")
+    CYCLE_FIT("$11")
+    CYCLE_CLAIM("pg_catalog.now()")
     CYCLE_RESULT;
 
 /*
@@ -336,7 +340,24 @@ static const char CLAIM_SQL[] =
     CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_CLAIM("pg_catalog.now()", "$6")
+    CYCLE_FIT("$6")
+    CYCLE_CLAIM("pg_catalog.now()")
+    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
+
+/*
+ * CLAIM_SQL for one job ($1-$4, LIMIT 1): the claim of a thread that has
+ * just woken from idle, the one statement on the latency path. A single job
+ * needs no byte budget, so it skips that step (and the payload's size).
+ */
+static const char CLAIM_ONE_SQL[] =
+    "WITH pick AS MATERIALIZED ("
+    "  SELECT id, attempts, ordering_key FROM skipq.jobs j"
+    "   WHERE " CYCLE_RUNNABLE_SYNC("'off'") " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
+    CYCLE_ORDER
+    "   LIMIT 1"
+    "   FOR NO KEY UPDATE SKIP LOCKED"
+    CYCLE_FIT_ONE
+    CYCLE_CLAIM("pg_catalog.now()")
     " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
 
 /*
@@ -381,7 +402,8 @@ static const char CYCLE_LIMITED_SQL[] =
     "    FROM (SELECT * FROM free UNION ALL SELECT * FROM held) c"
     CYCLE_ORDER
     "  LIMIT $5"
-    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), pg_catalog.now())", "$11")
+    CYCLE_FIT("$11")
+    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), pg_catalog.now())")
     ", rt AS ("
     "  UPDATE skipq.kind_limits l"
     "     SET window_count = CASE WHEN l.window_start OPERATOR(pg_catalog.=) pg_catalog.date_trunc(l.rate_unit, a.at)"
@@ -449,6 +471,7 @@ static const struct {
     {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
     {"sq_recover", RECOVER_SQL},
     {"sq_cycle", CYCLE_SQL}, {"sq_cycle_limited", CYCLE_LIMITED_SQL}, {"sq_claim", CLAIM_SQL},
+    {"sq_claim_one", CLAIM_ONE_SQL},
 };
 
 /* Set once at start-up, before any thread runs a statement. */
@@ -618,8 +641,9 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
                               budget};
     const char *claim_params[6] = {queue, kinds_array, leases_array, worker, lim, budget};
     bool claim_only = !limited && done->n == 0; /* sq_claim takes $1-$5 and the budget as $6 */
-    const char *stmt = limited ? "sq_cycle_limited" : claim_only ? "sq_claim" : "sq_cycle";
-    PGresult *res = run_stmt(conn, stmt, claim_only ? 6 : 11, claim_only ? claim_params : params);
+    bool claim_one = claim_only && limit == 1; /* sq_claim_one takes $1-$4 */
+    const char *stmt = limited ? "sq_cycle_limited" : claim_one ? "sq_claim_one" : claim_only ? "sq_claim" : "sq_cycle";
+    PGresult *res = run_stmt(conn, stmt, claim_one ? 4 : claim_only ? 6 : 11, claim_only ? claim_params : params);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         sq_db_error(conn, res, err, errlen);
         PQclear(res);
