@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "harness.h"
-#include "queue.h"
+#include "host/queue.h"
 #include "skipq/skipq.h"
 
 static const char DONE_SQL[] = "SELECT count(*) FROM skipq.jobs WHERE status = 'done'";
@@ -270,7 +270,9 @@ Test(pooler, named_statement_on_another_session_fails, .timeout = 60)
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, commit_later, &cl), 0);
     struct sq_claimed out[1];
-    int r = sq_queue_claim(b, "default", "{test}", "{30000}", "demo", 1, out, err, sizeof err);
+    /* Room for two: a batch claim, statement sq_claim (one job goes as sq_claim_one). */
+    struct sq_claimed two[2];
+    int r = sq_queue_claim(b, "default", "{test}", "{30000}", "demo", 2, two, err, sizeof err);
     pthread_join(t, NULL);
     cr_assert_eq(r, -1, "the claim ran on a session without the prepared statement");
     cr_assert_not_null(strstr(err, "prepared statement \"sq_claim\" does not exist"), "got: %s", err);
