@@ -25,8 +25,8 @@
  *
  * Values always travel as parameters (PQexecParams/PQprepare); only fixed
  * table names and constants are part of the SQL text. Sessions are opened
- * as skipq opens its own (core/db.c: search_path pinned from the start),
- * and the SQL names built-ins by schema, as skipq's does (core/queue.c).
+ * as skipq opens its own (core/common/db.c: search_path pinned from the start),
+ * and the SQL names built-ins by schema, as skipq's does (core/host/queue.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "db.h"
+#include "common/db.h"
 #include "skipq/skipq.h"
 
 #ifndef SKIPQ_BENCH_SKIPQ_BIN
@@ -316,7 +316,7 @@ static void scalar_s(const char *sql, char *out, size_t outlen)
     PQclear(r);
 }
 
-/* A session as skipq opens them (core/db.c): search_path pinned to
+/* A session as skipq opens them (core/common/db.c): search_path pinned to
  * pg_catalog, pg_temp from the start; NULL with the reason in err. */
 static PGconn *connect_pinned(const char *conninfo, char *err, size_t errlen)
 {

@@ -2,7 +2,7 @@
 # binary carries its own migrations. Run with -DOUT=... -DSQL_DIR=...
 file(GLOB FILES ${SQL_DIR}/[0-9][0-9][0-9]_*.sql)
 list(SORT FILES)
-set(body "/* Generated from the sql/ migrations by cmake/embed_sql.cmake. Do not edit. */\n#include \"migrate.h\"\n\n")
+set(body "/* Generated from the sql/ migrations by cmake/embed_sql.cmake. Do not edit. */\n#include \"client/migrate.h\"\n\n")
 set(table "const struct sq_migration sq_migrations[] = {\n")
 set(i 0)
 foreach(f ${FILES})

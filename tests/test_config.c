@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "harness.h"
-#include "log.h"
-#include "util.h"
+#include "common/log.h"
+#include "common/util.h"
 
 /* Load `text` written as `file`; on success *path_out holds the path. */
 static struct sq_config *load_text(const char *file, const char *text, char *err, size_t errlen, char **path_out)

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "cron.h"
+#include "common/config.h"
+#include "common/cron.h"
 #include "harness.h"
 
 static struct sq_cron parse_ok(const char *expr)

@@ -9,9 +9,9 @@
  * match such as public.*(bigint, interval) that beats the built-in, and run
  * code as whoever runs skipq -- a superuser, often. skipq answers twice:
  * every direct session starts with search_path = pg_catalog, pg_temp (the
- * startup packet's options, core/db.c), and every statement names its
+ * startup packet's options, core/common/db.c), and every statement names its
  * built-ins by schema, which is all there is behind a pooler in transaction
- * mode (core/queue.c, "SCHEMA-QUALIFIED SQL").
+ * mode (core/host/queue.c, "SCHEMA-QUALIFIED SQL").
  *
  * The attacker here is a role without superuser that may create in public.
  * Two plantings (the SQL files next to this one say what and why):
@@ -50,8 +50,8 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#include "config.h"
-#include "db.h"
+#include "common/config.h"
+#include "common/db.h"
 #include "harness.h"
 #include "skipq/skipq.h"
 
@@ -879,6 +879,12 @@ static void lint_dir(struct lint *l, const char *dir)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
+        if (de->d_type == DT_DIR && de->d_name[0] != '.') { /* core/common, core/host, ... */
+            char sub[700];
+            snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+            lint_dir(l, sub);
+            continue;
+        }
         if (n < 3 || strcmp(de->d_name + n - 2, ".c") != 0)
             continue;
         char file[800];

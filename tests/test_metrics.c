@@ -21,9 +21,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "harness.h"
-#include "queue.h"
+#include "host/queue.h"
 
 /* A port nobody listens on right now. */
 static int free_port(void)

@@ -20,9 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "harness.h"
-#include "plugin.h"
+#include "host/plugin.h"
 
 #define PLUGIN(name) SKIPQ_PLUGIN_DIR "/" name ".so"
 #define FIXTURE(name) SKIPQ_FIXTURE_DIR "/" name ".so"

@@ -1,5 +1,5 @@
 /*
- * test_queue.c -- the SQL protocol of core/queue.h, driven directly on test
+ * test_queue.c -- the SQL protocol of core/host/queue.h, driven directly on test
  * connections: claim order and filters, the claim's audit row and lease, the
  * foreign-key lock trap, fenced completions, the lease sweep, retries,
  * heartbeats, release, skipq.enqueue() and the retry backoff.
@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "host.h"
-#include "queue.h"
+#include "host/host.h"
+#include "host/queue.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
 

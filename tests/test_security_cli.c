@@ -19,7 +19,7 @@
 
 #include "harness.h"
 #include "skipq/skipq.h"
-#include "util.h"
+#include "common/util.h"
 
 /* The password every test here hides, and a URI for db that carries it. */
 #define SECRET "Hunter2-s3cret"

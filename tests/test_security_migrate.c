@@ -1,7 +1,7 @@
 /*
  * test_security_migrate.c -- `skipq migrate` refuses a schema skipq, or an
  * object in it, that a role it cannot trust owns, before it changes
- * anything (core/migrate.c).
+ * anything (core/client/migrate.c).
  *
  * Why it matters: the migrating role is often a superuser, and the
  * SECURITY DEFINER functions it creates in schema skipq call others there

@@ -17,8 +17,9 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "migrate.h"
-#include "queue.h"
+#include "client/migrate.h"
+#include "common/config.h"
+#include "host/queue.h"
 #include "skipq/skipq.h"
 
 #ifndef SKIPQ_SOURCE_DIR

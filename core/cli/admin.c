@@ -7,15 +7,15 @@
  * heartbeat finds the lease gone and asks the handler to stop, and the
  * handler's completion is fenced. A cancelled job never ends `done`.
  */
-#include "admin.h"
+#include "cli/admin.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "util.h"
-#include "queue.h"
+#include "common/db.h"
+#include "common/util.h"
+#include "host/queue.h"
 
 /* Built-ins are named by schema in every statement: see "SCHEMA-QUALIFIED
  * SQL" in queue.c. */

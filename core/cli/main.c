@@ -14,16 +14,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "admin.h"
-#include "config.h"
-#include "conninfo.h"
-#include "db.h"
-#include "host.h"
-#include "log.h"
+#include "cli/admin.h"
+#include "common/config.h"
+#include "common/conninfo.h"
+#include "common/db.h"
+#include "host/host.h"
+#include "common/log.h"
 #include "skipq/plugin.h"
 #include "skipq/skipq.h"
-#include "stats.h"
-#include "util.h"
+#include "cli/stats.h"
+#include "common/util.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2

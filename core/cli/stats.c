@@ -16,7 +16,7 @@
  * Each command reads in one REPEATABLE READ READ ONLY transaction, so its
  * numbers are of one moment.
  */
-#include "stats.h"
+#include "cli/stats.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -25,9 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "db.h"
-#include "hosts.h"
-#include "util.h"
+#include "common/db.h"
+#include "host/hosts.h"
+#include "common/util.h"
 
 #define OID_BOOL 16
 #define OID_INT8 20

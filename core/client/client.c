@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "util.h"
+#include "common/db.h"
+#include "common/util.h"
 #include "skipq/skipq.h"
 
 const char *skipq_strerror(skipq_rc rc)

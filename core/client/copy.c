@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "db.h"
+#include "common/db.h"
 #include "skipq/skipq.h"
 
 #define COPY_FLUSH_BYTES (256 * 1024)

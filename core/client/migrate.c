@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "migrate.h"
+#include "common/db.h"
+#include "client/migrate.h"
 #include "skipq/skipq.h"
 
 /* Arbitrary, fixed: "skipq" in ASCII. */

@@ -10,7 +10,7 @@
  * line ends, and catches duplicate sections. Every key is in the tables of
  * handle_*() below; anything else is an error naming the file and line.
  */
-#include "config.h"
+#include "common/config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,10 +24,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "conninfo.h"
-#include "log.h"
-#include "queue.h"
-#include "util.h"
+#include "common/conninfo.h"
+#include "common/log.h"
+#include "common/util.h"
 
 #define MAX_INI_NAME 48 /* inih truncates section and key names at 50 */
 

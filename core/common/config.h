@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "cron.h"
+#include "common/cron.h"
 
 #define SQ_CONFIG_MAX_LINE 190 /* longest line we accept; inih cuts at 197 */
 #define SQ_MAX_THREADS 256
@@ -109,6 +109,8 @@ struct sq_config {
 /* Defaults of the [kind] policy, used for kinds without a section. */
 #define SQ_DEFAULT_BACKOFF_BASE_MS 1000
 #define SQ_DEFAULT_BACKOFF_CAP_MS 3600000
+/* Default of [host] claim_bytes: most payload bytes one claim takes. */
+#define SQ_CLAIM_BYTES_DEFAULT (32LL << 20)
 
 /* Parse "HOST:PORT" (numeric IPv4) or "[IPV6]:PORT"; false with a message. */
 bool sq_parse_listen(const char *value, struct sockaddr_storage *addr, socklen_t *len, char *err, size_t errlen);

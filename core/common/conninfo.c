@@ -10,7 +10,7 @@
  * what is wrong, never by the text. The same scanner finds the passwords
  * a string holds, for the warning and the argv scrub of --db (main.c).
  */
-#include "conninfo.h"
+#include "common/conninfo.h"
 
 #include <ctype.h>
 #include <libpq-fe.h>

@@ -29,7 +29,7 @@
  * searches exactly that far: it fails only for an expression that never
  * matches, which sq_cron_parse() refuses (by the same search).
  */
-#include "cron.h"
+#include "common/cron.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -19,17 +19,17 @@
  * stay on a borrowed session anyway: there skipq's statements are safe on
  * their own, because they name every built-in by schema (see queue.c).
  */
-#include "db.h"
+#include "common/db.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "conninfo.h"
-#include "log.h"
-#include "util.h"
+#include "common/config.h"
+#include "common/conninfo.h"
+#include "common/log.h"
+#include "common/util.h"
 
 #define PIN_OPTIONS "-c search_path=pg_catalog,pg_temp"
 

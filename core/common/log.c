@@ -5,7 +5,7 @@
  * callers log connection targets through db_describe(), which omits
  * passwords.
  */
-#include "log.h"
+#include "common/log.h"
 
 #include <stdio.h>
 #include <string.h>

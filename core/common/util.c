@@ -1,5 +1,5 @@
 /* util.c -- see util.h. Kept tiny: anything with a concept goes elsewhere. */
-#include "util.h"
+#include "common/util.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -19,7 +19,7 @@
  * attempt recorded as interrupted) and the process exits 0. A second signal
  * exits at once with status 1: leases then bring the jobs back.
  */
-#include "host.h"
+#include "host/host.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -29,15 +29,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "log.h"
-#include "metrics.h"
-#include "notify.h"
-#include "plugin.h"
-#include "queue.h"
-#include "scheduler.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "host/metrics.h"
+#include "host/notify.h"
+#include "host/plugin.h"
+#include "host/queue.h"
+#include "host/scheduler.h"
 #include "skipq/skipq.h"
-#include "util.h"
+#include "common/util.h"
 
 /*
  * Behind a pooler in transaction mode skipq cannot set its sessions to READ

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "db.h"
+#include "common/db.h"
 
 struct sq_config;
 struct sq_plugins;

@@ -8,19 +8,19 @@
  * two. The SQL lives in functions (sql/008_hosts.sql) so skipq_worker needs
  * no rights on the tables themselves.
  */
-#include "hosts.h"
+#include "host/hosts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "db.h"
-#include "host.h"
-#include "queue.h"
+#include "common/config.h"
+#include "common/db.h"
+#include "host/host.h"
+#include "host/queue.h"
 #include "skipq/skipq.h"
-#include "util.h"
+#include "common/util.h"
 
 static void host_id(const struct sq_host *h, char *id, size_t len)
 {

@@ -28,10 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "host.h"
-#include "log.h"
-#include "util.h"
+#include "common/config.h"
+#include "host/host.h"
+#include "common/log.h"
+#include "common/util.h"
 
 #define LISTEN_POLL_MS 200
 

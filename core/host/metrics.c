@@ -33,7 +33,7 @@
  *   which is the wrong one when a prober shares its address with whoever
  *   holds the slots.
  */
-#include "metrics.h"
+#include "host/metrics.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -48,11 +48,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "host.h"
-#include "log.h"
-#include "queue.h"
-#include "util.h"
+#include "common/config.h"
+#include "host/host.h"
+#include "common/log.h"
+#include "host/queue.h"
+#include "common/util.h"
 
 #define SAMPLE_MS 5000
 #define DEADLINE_MS 5000

@@ -7,13 +7,13 @@
  * thread has connected, STATUS= on each change of state, STOPPING=1 at the
  * first SIGTERM, WATCHDOG=1 only while its threads make progress.
  */
-#include "notify.h"
+#include "host/notify.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <systemd/sd-daemon.h>
 
-#include "log.h"
+#include "common/log.h"
 
 void sq_notify(const char *state)
 {

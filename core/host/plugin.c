@@ -25,7 +25,7 @@
  *   permissions, ELF structure, dynamic section -- and loaded from
  *   /proc/self/fd, so it cannot be swapped between check and load.
  */
-#include "plugin.h"
+#include "host/plugin.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -42,10 +42,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "host.h"
-#include "log.h"
-#include "util.h"
+#include "common/config.h"
+#include "host/host.h"
+#include "common/log.h"
+#include "common/util.h"
 
 struct sq_loaded_plugin {
     skipq_plugin pub; /* must stay first: plugins hold a pointer to it */

@@ -52,7 +52,7 @@
  * The plans are those of the unqualified text: the names resolve to the
  * same objects.
  */
-#include "queue.h"
+#include "host/queue.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -60,7 +60,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
+#include "common/config.h"
+#include "common/db.h"
 
 static const char DONE_SQL[] =
     "WITH j AS ("

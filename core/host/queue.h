@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"
+#include "common/util.h"
 
 struct sq_claimed {
     int64_t id;
@@ -29,7 +29,6 @@ void sq_queue_use_unnamed(bool on);
 /* Most payload bytes one claim takes ([host] claim_bytes); a claim always
  * takes at least one job. Process-wide, and safe to change while threads
  * claim (a reload). */
-#define SQ_CLAIM_BYTES_DEFAULT (32LL << 20)
 void sq_queue_set_claim_bytes(int64_t bytes);
 int64_t sq_queue_claim_bytes(void);
 

@@ -19,12 +19,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
-#include "host.h"
-#include "log.h"
-#include "notify.h"
-#include "queue.h"
-#include "util.h"
+#include "common/config.h"
+#include "host/host.h"
+#include "common/log.h"
+#include "host/notify.h"
+#include "host/queue.h"
+#include "common/util.h"
 
 struct tally {
     int applied, restart;

@@ -23,19 +23,19 @@
  *   skipq.settle_dependencies() (sql/050): SKIP LOCKED, so any one host
  *   takes each child and none ever waits for a job row.
  */
-#include "scheduler.h"
+#include "host/scheduler.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "cron.h"
-#include "host.h"
-#include "log.h"
-#include "queue.h"
-#include "util.h"
+#include "common/config.h"
+#include "common/cron.h"
+#include "host/host.h"
+#include "common/log.h"
+#include "host/queue.h"
+#include "common/util.h"
 
 #define CRON_MAX_TICKS 1000   /* most ticks one round enqueues for a schedule (catch_up = all) */
 #define CRON_SCAN_DAYS 400    /* latest/none look back at most this far for the last tick */

@@ -40,15 +40,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "host.h"
-#include "hosts.h"
-#include "log.h"
-#include "metrics.h"
-#include "plugin.h"
-#include "queue.h"
-#include "scheduler.h"
-#include "util.h"
+#include "common/config.h"
+#include "host/host.h"
+#include "host/hosts.h"
+#include "common/log.h"
+#include "host/metrics.h"
+#include "host/plugin.h"
+#include "host/queue.h"
+#include "host/scheduler.h"
+#include "common/util.h"
 
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS SQ_RECONNECT_MAX_MS
