@@ -381,3 +381,37 @@ Test(security_locks, a_migration_waits_for_another_and_names_it_at_its_deadline,
     free(err);
     PQfinish(other);
 }
+
+/*
+ * A role that squatted schema skipq owns its skipq.schema_migrations and
+ * may lock it: migrate still refuses at once, naming the owner, instead of
+ * waiting for the lock until its deadline.
+ */
+Test(security_locks, a_squatter_holding_its_own_migrations_table_is_refused_at_once, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    apply_roles(&db);
+    snprintf(cleanup_db, sizeof cleanup_db, "%s_sq", db.name);
+    th_execf(db.conn, "CREATE DATABASE %s; GRANT CREATE ON DATABASE %s TO %s_e", cleanup_db, cleanup_db, db.name);
+    char fresh[700];
+    snprintf(fresh, sizeof fresh, "%s dbname=%s", th_admin_conninfo(), cleanup_db);
+    PGconn *squatter = connect_as(&db, "e", cleanup_db);
+    PQclear(th_query(squatter, "CREATE SCHEMA skipq; CREATE TABLE skipq.schema_migrations (version int PRIMARY KEY,"
+                               " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"));
+    PQclear(th_query(squatter, "BEGIN"));
+    PQclear(th_query(squatter, "LOCK TABLE skipq.schema_migrations IN ACCESS EXCLUSIVE MODE"));
+    int64_t start = th_now_ms();
+    char *out = NULL, *err = NULL;
+    int rc = th_cli(&out, &err, "migrate", "--db", fresh, "--wait", "30s", NULL);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect_lt(th_now_ms() - start, 10000, "migrate waited for the squatter's lock: %s", err);
+    char owner[96];
+    snprintf(owner, sizeof owner, "owned by role \"%s_e\"", db.name);
+    cr_expect(err && strstr(err, "refusing to migrate") && strstr(err, owner), "%s", err);
+    free(out);
+    free(err);
+    PQclear(th_query(squatter, "ROLLBACK"));
+    th_execf(squatter, "DROP SCHEMA skipq CASCADE");
+    PQfinish(squatter);
+}

@@ -7,16 +7,16 @@
  * EXCLUSIVE on skipq.schema_migrations once that table exists: a mode that
  * conflicts with itself and with writes to the table, which only the
  * schema's owner may make, and with nothing a reader takes, so no other
- * role can hold migrations up. Before the schema exists there is no table
- * of skipq's to lock, so migrate takes a transaction-scoped advisory key,
- * which any role that can connect could hold; then it takes the table lock
- * as well if a migration created the table meanwhile. It never waits
- * blindly: it polls without blocking, says once who holds the lock (pid,
- * role and application from pg_locks and pg_stat_activity; never a
- * query's text), and gives up after a deadline (60 s, `skipq migrate
- * --wait`) with an error that names the holder. A run that
- * applies anything ends by taking EXECUTE on skipq's functions from PUBLIC,
- * so a new function is never callable by every role in between. The
+ * role can hold migrations up. Before the first migration there is no
+ * table of skipq's to lock, so migrate takes a transaction-scoped advisory
+ * key, which any role that can connect could hold; then it takes the table
+ * lock as well if a migration created the table meanwhile. It never waits
+ * blindly: it polls without blocking, says after a second who holds the
+ * lock (pid, role and application from pg_locks and pg_stat_activity;
+ * never a query's text), and gives up after a deadline (60 s, `skipq
+ * migrate --wait`) with an error that names the holder. A run that applies
+ * anything ends by taking EXECUTE on skipq's functions from PUBLIC, so a
+ * new function is never callable by every role in between. The
  * transaction runs with search_path = pg_catalog, pg_temp (SET LOCAL, so it
  * holds through a pooler too), and skipq's own statements here name every
  * built-in by schema anyway ("SCHEMA-QUALIFIED SQL" in queue.c).
@@ -31,7 +31,10 @@
  * a role it is a member of (pg_auth_members; a superuser's power over every
  * role does not count), or a superuser (who could do anything anyway). The
  * same goes for the functions that triggers on skipq's tables call, and for
- * CREATE on the schema granted to anyone else.
+ * CREATE on the schema granted to anyone else. The check runs before the
+ * lock (a squatter owning skipq.schema_migrations could hold that lock:
+ * refused at once, not after the deadline) and again under it (a schema
+ * created meanwhile).
  */
 #include <inttypes.h>
 #include <libpq-fe.h>
@@ -47,8 +50,8 @@
 #include "client/migrate_wait.h"
 #include "skipq/skipq.h"
 
-/* Arbitrary, fixed: "skipq" in ASCII. Taken only while schema skipq does
- * not exist yet. */
+/* Arbitrary, fixed: "skipq" in ASCII. Taken only while
+ * skipq.schema_migrations does not exist. */
 #define MIGRATE_LOCK_KEY "495946797169"
 #define LOCK_POLL_MS 100
 #define LOCK_TELL_MS 1000 /* a wait this long is worth a word: who holds the lock */
@@ -381,11 +384,14 @@ skipq_rc sq_migrate(PGconn *conn, int64_t wait_ms, sq_migrate_waiting waiting, v
     if (PQresultStatus(res) != PGRES_COMMAND_OK)
         return fail_rollback(conn, res, "could not prepare the skipq schema", errbuf, errlen);
     PQclear(res);
+    bool exists = false;
+    skipq_rc rc = check_owners(conn, &exists, errbuf, errlen);
+    if (rc != SKIPQ_OK)
+        return rc;
     int locked = take_lock(conn, wait_ms, waiting, arg, errbuf, errlen);
     if (locked == 0)
         return SKIPQ_EDB;
-    bool exists = false;
-    skipq_rc rc = check_owners(conn, &exists, errbuf, errlen);
+    rc = check_owners(conn, &exists, errbuf, errlen);
     if (rc != SKIPQ_OK)
         return rc;
     if (locked < 0) { /* not ours to migrate, though check_owners had nothing to say */
