@@ -393,7 +393,8 @@ Test(security_locks, a_squatter_holding_its_own_migrations_table_is_refused_at_o
     th_db_new(&db);
     apply_roles(&db);
     snprintf(cleanup_db, sizeof cleanup_db, "%s_sq", db.name);
-    th_execf(db.conn, "CREATE DATABASE %s; GRANT CREATE ON DATABASE %s TO %s_e", cleanup_db, cleanup_db, db.name);
+    th_execf(db.conn, "CREATE DATABASE %s", cleanup_db);
+    th_execf(db.conn, "GRANT CREATE ON DATABASE %s TO %s_e", cleanup_db, db.name);
     char fresh[700];
     snprintf(fresh, sizeof fresh, "%s dbname=%s", th_admin_conninfo(), cleanup_db);
     PGconn *squatter = connect_as(&db, "e", cleanup_db);
