@@ -90,6 +90,14 @@ GRANT INSERT (kind, max_running, rate, rate_unit),
 GRANT UPDATE (priority, base_priority) ON skipq.jobs TO skipq_worker;
 GRANT EXECUTE ON FUNCTION skipq.claim_allowance(text[], bigint[]) TO skipq_worker;
 
+-- Housekeeping (053): one host at a time retains, advances the totals or
+-- ages a queue, by locking that task's row of skipq.housekeeping (a host
+-- that ages a queue adds the queue's row the first time). A row lock needs
+-- UPDATE on some column: here the one column that means nothing, so the
+-- worker can lock rows but neither rename a task nor LOCK the table.
+GRANT SELECT ON skipq.housekeeping TO skipq_worker;
+GRANT INSERT (task), UPDATE (lockable) ON skipq.housekeeping TO skipq_worker;
+
 -- Dependencies (050): hosts settle children whose parents a plain read
 -- at enqueue could not see end, through this SECURITY DEFINER function.
 GRANT EXECUTE ON FUNCTION skipq.settle_dependencies(int) TO skipq_worker;

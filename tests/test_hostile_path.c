@@ -66,9 +66,9 @@
  * fails, naming it, when core/ calls one that is missing here.
  */
 static const char *const CALLED_FUNCTIONS[] = {
-    "aclexplode", "array_to_json", "array_to_string", "cardinality", "count", "current_setting", "date_trunc",
-    "floor", "format", "hashtext", "jsonb_typeof", "left", "length", "max", "min", "now", "octet_length",
-    "percentile_cont", "pg_advisory_xact_lock", "pg_describe_object", "pg_get_userbyid", "pg_try_advisory_xact_lock",
+    "aclexplode", "array_to_json", "array_to_string", "cardinality", "count", "current_database", "current_setting",
+    "date_trunc", "floor", "format", "jsonb_typeof", "left", "length", "max", "min", "now", "octet_length",
+    "percentile_cont", "pg_backend_pid", "pg_describe_object", "pg_get_userbyid", "pg_try_advisory_xact_lock",
     "round", "row_number", "set_config", "split_part", "sum", "to_char", "to_jsonb", "to_regclass", "to_regnamespace",
     "unnest",
 };

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/admin.h"
+#include "client/migrate_wait.h"
 #include "common/config.h"
 #include "common/conninfo.h"
 #include "common/db.h"
@@ -252,15 +253,35 @@ static int common_options_only(const char *cmd, const char *help, int argc, char
 
 /* ---- migrate -------------------------------------------------------------- */
 
+/* Migrate's wait for another session's lock: say who holds it. */
+static void migrate_waiting(const char *msg, void *arg)
+{
+    (void)arg;
+    print_error("migrate", msg);
+}
+
 static int cmd_migrate(int argc, char **argv)
 {
-    static const char help[] = "usage: skipq migrate [-c FILE] [--db CONNINFO]\n\n"
+    static const char help[] = "usage: skipq migrate [-c FILE] [--db CONNINFO] [--wait DURATION]\n\n"
                                "Create the skipq schema or bring it up to date. Safe to run again, and\n"
-                               "safe when several hosts run it at once.\n";
+                               "safe when several hosts run it at once.\n\n"
+                               "      --wait DURATION  how long to wait for another session's migration lock\n"
+                               "                       (default 60s; 0: not at all); it says who holds it,\n"
+                               "                       and fails naming them at the end\n";
+    static const struct option opts[] = {{"wait", required_argument, NULL, 'W' + 256}, {0, 0, 0, 0}};
     struct common c = {0};
-    int done = common_options_only("migrate", help, argc, argv, &c);
-    if (done >= 0)
-        return done;
+    int64_t wait_ms = SQ_MIGRATE_WAIT_MS;
+    int o;
+    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        if (o != 'W' + 256)
+            return usage_error("migrate", "%s", "invalid option");
+        if (duration_flag("migrate", "--wait", optarg, &wait_ms))
+            return EXIT_USAGE;
+    }
     if (optind < argc)
         return usage_error("migrate", "unexpected argument \"%s\"", argv[optind]);
     int rc;
@@ -269,7 +290,7 @@ static int cmd_migrate(int argc, char **argv)
         return rc;
     char err[SKIPQ_ERRBUF_SIZE];
     int applied = 0;
-    skipq_rc r = skipq_migrate(conn, &applied, err, sizeof err);
+    skipq_rc r = sq_migrate(conn, wait_ms, migrate_waiting, NULL, &applied, err, sizeof err);
     PQfinish(conn);
     if (r != SKIPQ_OK) {
         print_error("migrate", err);

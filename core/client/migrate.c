@@ -1,11 +1,22 @@
 /*
  * migrate.c -- bring the skipq schema up to date.
  *
- * Everything happens in one transaction behind a transaction-scoped advisory
- * lock, so two hosts migrating at once serialise: the second finds the work
- * done and applies nothing. A failed migration rolls back whole. A run that
- * applies anything ends by taking EXECUTE on skipq's functions from PUBLIC,
- * so a new function is never callable by every role in between. The
+ * Everything happens in one transaction behind a lock, so two hosts
+ * migrating at once serialise: the second finds the work done and applies
+ * nothing. A failed migration rolls back whole. The lock is SHARE ROW
+ * EXCLUSIVE on skipq.schema_migrations once that table exists: a mode that
+ * conflicts with itself and with writes to the table, which only the
+ * schema's owner may make, and with nothing a reader takes, so no other
+ * role can hold migrations up. Before the first migration there is no
+ * table of skipq's to lock, so migrate takes a transaction-scoped advisory
+ * key, which any role that can connect could hold; then it takes the table
+ * lock as well if a migration created the table meanwhile. It never waits
+ * blindly: it polls without blocking, says after a second who holds the
+ * lock (pid, role and application from pg_locks and pg_stat_activity;
+ * never a query's text), and gives up after a deadline (60 s, `skipq
+ * migrate --wait`) with an error that names the holder. A run that applies
+ * anything ends by taking EXECUTE on skipq's functions from PUBLIC, so a
+ * new function is never callable by every role in between. The
  * transaction runs with search_path = pg_catalog, pg_temp (SET LOCAL, so it
  * holds through a pooler too), and skipq's own statements here name every
  * built-in by schema anyway ("SCHEMA-QUALIFIED SQL" in queue.c).
@@ -20,20 +31,30 @@
  * a role it is a member of (pg_auth_members; a superuser's power over every
  * role does not count), or a superuser (who could do anything anyway). The
  * same goes for the functions that triggers on skipq's tables call, and for
- * CREATE on the schema granted to anyone else.
+ * CREATE on the schema granted to anyone else. The check runs before the
+ * lock (a squatter owning skipq.schema_migrations could hold that lock:
+ * refused at once, not after the deadline) and again under it (a schema
+ * created meanwhile).
  */
+#include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/db.h"
+#include "common/util.h"
 #include "client/migrate.h"
+#include "client/migrate_wait.h"
 #include "skipq/skipq.h"
 
-/* Arbitrary, fixed: "skipq" in ASCII. */
+/* Arbitrary, fixed: "skipq" in ASCII. Taken only while
+ * skipq.schema_migrations does not exist. */
 #define MIGRATE_LOCK_KEY "495946797169"
+#define LOCK_POLL_MS 100
+#define LOCK_TELL_MS 1000 /* a wait this long is worth a word: who holds the lock */
 
 int skipq_schema_version_required(void)
 {
@@ -179,7 +200,171 @@ static skipq_rc check_owners(PGconn *conn, bool *exists, char *errbuf, size_t er
     return SKIPQ_ESCHEMA;
 }
 
+/* ---- the migration lock ------------------------------------------------------------ */
+
+/* skipq.schema_migrations, found in the catalogs: to_regclass() fails
+ * without USAGE on the schema, and with it the transaction. */
+#define SCHEMA_MIGRATIONS_OID \
+    "SELECT c.oid FROM pg_catalog.pg_class c" \
+    "  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace" \
+    " WHERE n.nspname OPERATOR(pg_catalog.=) 'skipq' AND c.relname OPERATOR(pg_catalog.=) 'schema_migrations'"
+
+/*
+ * Who holds the lock migrate wants: the table lock's conflicting modes on
+ * skipq.schema_migrations ($1 = 't'), or the advisory key (a single int8
+ * key is classid = its high 32 bits, objid = its low 32 bits, objsubid 1).
+ * The oldest holder first. pg_stat_activity shows other roles'
+ * application_name only to their members and pg_read_all_stats.
+ */
+static const char HOLDER_SQL[] =
+    "SELECT l.pid, coalesce(a.usename::pg_catalog.text, ''), coalesce(a.application_name, '')"
+    "  FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) l.pid"
+    " WHERE l.granted AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()"
+    "   AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d"
+    "                                           WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())"
+    "   AND CASE WHEN $1::pg_catalog.bool"
+    "            THEN l.locktype OPERATOR(pg_catalog.=) 'relation'"
+    "                 AND l.relation OPERATOR(pg_catalog.=) (" SCHEMA_MIGRATIONS_OID ")"
+    "                 AND NOT (l.mode OPERATOR(pg_catalog.=) ANY ('{AccessShareLock,RowShareLock}'::pg_catalog.text[]))"
+    "            ELSE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.objsubid OPERATOR(pg_catalog.=) 1"
+    "                 AND ((l.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)"
+    "                      OPERATOR(pg_catalog.|) l.objid::pg_catalog.int8)"
+    "                     OPERATOR(pg_catalog.=) " MIGRATE_LOCK_KEY "::pg_catalog.int8 END"
+    " ORDER BY a.xact_start NULLS LAST, l.pid LIMIT 1";
+
+/* "the lock on skipq.schema_migrations, held by pid 42 (role "app", application
+ * "psql")" into out; database text is quoted as it is (callers print it with
+ * sq_fput_text). */
+static void describe_holder(PGconn *conn, bool table, char *out, size_t outlen)
+{
+    const char *what = table ? "the lock on skipq.schema_migrations"
+                             : "advisory lock " MIGRATE_LOCK_KEY " (taken while schema skipq does not exist)";
+    const char *params[1] = {table ? "t" : "f"};
+    PGresult *res = PQexecParams(conn, HOLDER_SQL, 1, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) == 0) {
+        snprintf(out, outlen, "%s, held by another session", what);
+    } else {
+        const char *app = PQgetvalue(res, 0, 2);
+        snprintf(out, outlen, "%s, held by pid %s (role \"%.63s\"%s%.64s%s)", what, PQgetvalue(res, 0, 0),
+                 PQgetvalue(res, 0, 1), app[0] ? ", application \"" : "", app, app[0] ? "\"" : "");
+    }
+    PQclear(res);
+}
+
+/* 42501 (insufficient_privilege): -2, any other error -1. */
+static int failed(PGconn *conn, PGresult *res, char *errbuf, size_t errlen)
+{
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    sq_db_error(conn, res, errbuf, errlen);
+    return state && strcmp(state, "42501") == 0 ? -2 : -1;
+}
+
+/* Does skipq.schema_migrations exist (committed)? 1 or 0, or as try_lock. */
+static int table_exists(PGconn *conn, char *errbuf, size_t errlen)
+{
+    PGresult *res = PQexec(conn, "SELECT EXISTS (" SCHEMA_MIGRATIONS_OID ")");
+    int r = PQresultStatus(res) == PGRES_TUPLES_OK ? PQgetvalue(res, 0, 0)[0] == 't' : failed(conn, res, errbuf, errlen);
+    PQclear(res);
+    return r;
+}
+
+/* One attempt without waiting: 1 taken, 0 held by someone else, -1 error,
+ * -2 not allowed to lock the table (message in errbuf for both; the
+ * transaction is still open). */
+static int try_lock(PGconn *conn, bool table, char *errbuf, size_t errlen)
+{
+    if (!table) {
+        PGresult *res = PQexec(conn, "SELECT pg_catalog.pg_try_advisory_xact_lock(" MIGRATE_LOCK_KEY ")");
+        int r = PQresultStatus(res) == PGRES_TUPLES_OK ? PQgetvalue(res, 0, 0)[0] == 't' : failed(conn, res, errbuf, errlen);
+        PQclear(res);
+        return r;
+    }
+    /* NOWAIT fails the statement: inside a savepoint, so the transaction
+     * goes on. */
+    PQclear(PQexec(conn, "SAVEPOINT sq_migrate_lock"));
+    PGresult *res = PQexec(conn, "LOCK TABLE skipq.schema_migrations IN SHARE ROW EXCLUSIVE MODE NOWAIT");
+    int r = 1;
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        r = state && strcmp(state, "55P03") == 0 ? 0 : failed(conn, res, errbuf, errlen); /* lock_not_available */
+        PQclear(PQexec(conn, "ROLLBACK TO SAVEPOINT sq_migrate_lock"));
+    }
+    PQclear(res);
+    PQclear(PQexec(conn, "RELEASE SAVEPOINT sq_migrate_lock"));
+    return r;
+}
+
+/* "60 s", or "1500 ms" when not whole seconds. */
+static const char *fmt_wait(int64_t ms, char *buf, size_t len)
+{
+    if (ms % 1000 == 0)
+        snprintf(buf, len, "%" PRId64 " s", ms / 1000);
+    else
+        snprintf(buf, len, "%" PRId64 " ms", ms);
+    return buf;
+}
+
+/*
+ * Take the migration lock (see the top of this file), polling for at most
+ * wait_ms: 1 taken. 0: not taken, the transaction rolled back, errbuf says
+ * why (at the deadline, naming the holder). -1: the role may not lock
+ * skipq.schema_migrations (errbuf says so; the transaction stays open, for
+ * check_owners to say whose schema it is).
+ */
+static int take_lock(PGconn *conn, int64_t wait_ms, sq_migrate_waiting waiting, void *arg, char *errbuf,
+                     size_t errlen)
+{
+    wait_ms = wait_ms > 0 ? wait_ms : 0;
+    int64_t start = sq_now_ms(), deadline = start + wait_ms;
+    bool told = false;
+    char wait[32];
+    fmt_wait(wait_ms, wait, sizeof wait);
+    for (;;) {
+        int table = table_exists(conn, errbuf, errlen);
+        int got = table < 0 ? table : try_lock(conn, table, errbuf, errlen);
+        if (got > 0 && !table && (table = table_exists(conn, errbuf, errlen)) != 0)
+            got = table < 0 ? table : try_lock(conn, true, errbuf, errlen); /* created meanwhile: lock it too */
+        if (got < 0) {
+            char why[SKIPQ_ERRBUF_SIZE];
+            snprintf(why, sizeof why, "%s", errbuf);
+            snprintf(errbuf, errlen, "could not take the migration lock: %s", why);
+            if (got == -2)
+                return -1;
+            PQclear(PQexec(conn, "ROLLBACK"));
+            return 0;
+        }
+        if (got > 0)
+            return 1;
+        char holder[400];
+        if (sq_now_ms() >= deadline) {
+            describe_holder(conn, table, holder, sizeof holder);
+            snprintf(errbuf, errlen,
+                     "gave up after %s waiting for %s. Another migration may be running there, or that "
+                     "session holds the lock on purpose: let it finish, or end it (pg_terminate_backend), and "
+                     "migrate again. Nothing was changed",
+                     wait, holder);
+            PQclear(PQexec(conn, "ROLLBACK"));
+            return 0;
+        }
+        if (!told && waiting && sq_now_ms() >= start + LOCK_TELL_MS) {
+            describe_holder(conn, table, holder, sizeof holder);
+            char msg[600];
+            snprintf(msg, sizeof msg, "waiting up to %s for %s", wait, holder);
+            waiting(msg, arg);
+            told = true;
+        }
+        struct timespec ts = {0, LOCK_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 skipq_rc skipq_migrate(PGconn *conn, int *applied_out, char *errbuf, size_t errlen)
+{
+    return sq_migrate(conn, SQ_MIGRATE_WAIT_MS, NULL, NULL, applied_out, errbuf, errlen);
+}
+
+skipq_rc sq_migrate(PGconn *conn, int64_t wait_ms, sq_migrate_waiting waiting, void *arg, int *applied_out,
+                    char *errbuf, size_t errlen)
 {
     char dummy[SKIPQ_ERRBUF_SIZE];
     if (!errbuf) {
@@ -195,15 +380,24 @@ skipq_rc skipq_migrate(PGconn *conn, int *applied_out, char *errbuf, size_t errl
     }
     PGresult *res = PQexec(conn, "BEGIN;"
                                  "SET LOCAL search_path = pg_catalog, pg_temp;"
-                                 "SET LOCAL client_min_messages = warning;"
-                                 "SELECT pg_catalog.pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")");
-    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+                                 "SET LOCAL client_min_messages = warning");
+    if (PQresultStatus(res) != PGRES_COMMAND_OK)
         return fail_rollback(conn, res, "could not prepare the skipq schema", errbuf, errlen);
     PQclear(res);
     bool exists = false;
     skipq_rc rc = check_owners(conn, &exists, errbuf, errlen);
     if (rc != SKIPQ_OK)
         return rc;
+    int locked = take_lock(conn, wait_ms, waiting, arg, errbuf, errlen);
+    if (locked == 0)
+        return SKIPQ_EDB;
+    rc = check_owners(conn, &exists, errbuf, errlen);
+    if (rc != SKIPQ_OK)
+        return rc;
+    if (locked < 0) { /* not ours to migrate, though check_owners had nothing to say */
+        PQclear(PQexec(conn, "ROLLBACK"));
+        return SKIPQ_EDB;
+    }
     if (!exists) {
         /* No IF NOT EXISTS: a schema someone created since the check fails
          * this instead of being taken as ours. */

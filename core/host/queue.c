@@ -362,18 +362,20 @@ static const char CLAIM_ONE_SQL[] =
     " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
 
 /*
- * The claim with per-kind limits. skipq.claim_allowance() takes the
- * advisory locks of the limited kinds among $2 (serialising their claims
- * across hosts until this transaction commits) and says how many of each
- * may start now: max_running minus those running (not counting the ones
- * this statement finishes), and what is left of the current rate window.
+ * The claim with per-kind limits. skipq.claim_allowance() locks the
+ * skipq.kind_limits rows of the limited kinds among $2 (serialising their
+ * claims across hosts until this transaction commits; row locks, which
+ * only skipq's own roles may take, not advisory keys, which any role could
+ * hold: sql/053) and says how many of each may start now: max_running
+ * minus those running (not counting the ones this statement finishes), and
+ * what is left of the current rate window.
  * Unlimited kinds are picked as in CYCLE_SQL; each limited kind at most its
  * allowance; the best $5 of both are claimed, recorded as started at the
  * moment the allowance was granted (after the kind locks), and `rt` counts
  * them into the rate window of that moment -- so concurrency and rate can
  * be audited exactly from job_executions.started_at. The allowance is
  * computed after the outcomes branch has taken its row locks (lim reads
- * exe): lock order is job rows, then kind locks, everywhere.
+ * exe): lock order is job rows, then kind rows in kind order, everywhere.
  */
 static const char CYCLE_LIMITED_SQL[] =
     CYCLE_OUTCOMES
@@ -419,11 +421,13 @@ static const char CYCLE_LIMITED_SQL[] =
 /*
  * Retention: delete up to $3 jobs in status $1 finished more than $2 ms ago
  * and already in skipq.job_totals (their executions cascade). Only the host
- * holding the transaction-scoped advisory lock deletes; the others get -1
- * rows back and skip this round.
+ * holding the 'retention' row of skipq.housekeeping deletes; the others get
+ * -1 rows back and skip this round. (A row lock, not an advisory key: only
+ * skipq's own roles may lock the row, sql/053. No row, no got: -1.)
  */
 static const char RETAIN_SQL[] =
-    "WITH l AS MATERIALIZED (SELECT pg_catalog.pg_try_advisory_xact_lock(495946797170) AS got),"
+    "WITH l AS MATERIALIZED (SELECT true AS got FROM skipq.housekeeping h"
+    "                         WHERE h.task OPERATOR(pg_catalog.=) 'retention' FOR NO KEY UPDATE OF h SKIP LOCKED),"
     " d AS ("
     "  DELETE FROM skipq.jobs WHERE id OPERATOR(pg_catalog.=) ANY ("
     "    SELECT id FROM skipq.jobs"

@@ -13,7 +13,8 @@
  *   follows the rows of skipq.kind_limits (refreshed each round), claiming
  *   through the limit-aware statement only for groups that serve a limited
  *   kind, so other groups keep the plain claim.
- * - Aging: one host per queue at a time (transaction-scoped advisory lock)
+ * - Aging: one host per queue at a time (the lock of the queue's row in
+ *   skipq.housekeeping, which only skipq's own roles may take: sql/053)
  *   raises the priority of jobs that have waited, in batches.
  * - Dependencies: an enqueue only reads a child's parents (it must lock no
  *   other job), so a parent that ends before the child commits ends
@@ -106,9 +107,9 @@ static const char LIMIT_REGISTER_SQL[] =
  * Aging: priority = least(cap $3, base + floor(waited / step $2)), where
  * waited = now() - run_at and base the priority the job was enqueued with.
  * Never lowers a priority. One host per queue at a time; -1 if another
- * holds the queue's lock. Claims skip the rows this locks, so it works in
- * small batches, best first: a claim meanwhile takes the next-best jobs,
- * not the newest.
+ * holds the queue's row 'aging/QUEUE' of skipq.housekeeping (AGING_ROW_SQL
+ * adds it). Claims skip the rows this locks, so it works in small batches,
+ * best first: a claim meanwhile takes the next-best jobs, not the newest.
  */
 #define AGED_PRIORITY \
     "least($3::pg_catalog.int8, coalesce(base_priority, priority) OPERATOR(pg_catalog.+)" \
@@ -116,7 +117,9 @@ static const char LIMIT_REGISTER_SQL[] =
     "                       OPERATOR(pg_catalog.*) 1000 OPERATOR(pg_catalog./) $2::pg_catalog.int8)::pg_catalog.int8)"
 static const char AGING_SQL[] =
     "WITH l AS MATERIALIZED ("
-    "  SELECT pg_catalog.pg_try_advisory_xact_lock(495947, pg_catalog.hashtext($1)) AS got),"
+    "  SELECT true AS got FROM skipq.housekeeping h"
+    "   WHERE h.task OPERATOR(pg_catalog.=) ('aging/' OPERATOR(pg_catalog.||) $1::pg_catalog.text)"
+    "     FOR NO KEY UPDATE OF h SKIP LOCKED),"
     " c AS MATERIALIZED ("
     "  SELECT id, " AGED_PRIORITY "::pg_catalog.int4 AS p"
     "    FROM skipq.jobs"
@@ -133,6 +136,12 @@ static const char AGING_SQL[] =
     "     AND c.p OPERATOR(pg_catalog.>) j.priority"
     "  RETURNING 1)"
     " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT pg_catalog.count(*) FROM u) ELSE -1 END";
+
+/* The queue's aging row, if no host has added it yet (a committed row is
+ * found without waiting, even while another host holds it locked). */
+static const char AGING_ROW_SQL[] =
+    "INSERT INTO skipq.housekeeping (task) VALUES ('aging/' OPERATOR(pg_catalog.||) $1::pg_catalog.text)"
+    " ON CONFLICT (task) DO NOTHING";
 
 static PGresult *exec(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
 {
@@ -342,6 +351,12 @@ static void aging_round(struct sq_host *h, PGconn *conn)
         const char *params[4] = {g->queue, step, cap, batch};
         int64_t end = sq_now_ms() + 1000;
         long n, total = 0;
+        PGresult *row = exec(conn, AGING_ROW_SQL, 1, params, err, sizeof err);
+        if (!row) {
+            log_warn("queue \"%s\": priority aging failed: %s", g->queue, err);
+            continue;
+        }
+        PQclear(row);
         do {
             PGresult *res = exec(conn, AGING_SQL, 4, params, err, sizeof err);
             if (!res) {

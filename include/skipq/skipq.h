@@ -108,8 +108,10 @@ void skipq_copy_abort(skipq_copy *cp);
 
 /*
  * Bring the skipq schema up to date. Idempotent; safe when several hosts run
- * it at once (they serialise on an advisory lock). *applied_out (if not
- * NULL) receives the number of migrations applied by this call.
+ * it at once (they serialise on a lock of skipq.schema_migrations, or before
+ * the schema exists an advisory lock; one waits at most 60 s for another,
+ * then fails with SKIPQ_EDB, naming the holder's pid and role). *applied_out
+ * (if not NULL) receives the number of migrations applied by this call.
  * Before changing anything it refuses (SKIPQ_ESCHEMA, the message naming the
  * object and its owner) a schema skipq, or an object in it, owned by a role
  * that is neither the connection's current_user, a role current_user is a
