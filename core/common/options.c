@@ -194,7 +194,8 @@ const struct sq_option sq_options[] = {
     LIBPQ("passfile"), LIBPQ("service"), LIBPQ("sslmode"), LIBPQ("sslrootcert"), LIBPQ("sslcert"),
     LIBPQ("sslkey"), LIBPQ("sslcrl"), LIBPQ("gssencmode"),
     {SQ_SECT_DATABASE, "application_name", SQ_OPT_LIBPQ, DB_KV,
-     .shown = "`skipq`; `skipq COMMAND` for the command line"},
+     .shown = "`skipq`; `skipq COMMAND` for the command line",
+     .help = "how skipq's sessions show in `pg_stat_activity`"},
     LIBPQ("connect_timeout"),
     {SQ_SECT_DATABASE, "options", SQ_OPT_LIBPQ, DB_KV,
      .help = "skipq appends `-c search_path=pg_catalog,pg_temp` (yours, from here, the URL or `$PGOPTIONS`, are "
@@ -272,7 +273,7 @@ const struct sq_option sq_options[] = {
     {SQ_SECT_PLUGIN, "path", SQ_OPT_STRING, PLUGIN(path), .min = 1, .flags = SQ_OPT_REQUIRED,
      .help = "the plugin's `.so`: absolute, or relative to the INI file's directory"},
     {SQ_SECT_PLUGIN, "*", SQ_OPT_PASS, PLUGIN(kv), .aux = offsetof(struct sq_plugin_conf, nkv),
-     .help = "any other key: handed to the plugin (`skipq_config()`), which says what it takes"},
+     .help = "handed to the plugin (`skipq_config()`), which says what it takes"},
 
     /* [queue NAME] */
     {SQ_SECT_QUEUE, "threads", SQ_OPT_INT, QUEUE(threads), .def = 1, .min = 1, .max = SQ_MAX_THREADS,
@@ -654,7 +655,7 @@ static const struct {
     parse_fn *parse; /* NULL: appended to a key/value list */
     const char *name, *help;
 } types[] = {
-    [SQ_OPT_STRING] = {set_string, "text", "the rest of the line, trimmed"},
+    [SQ_OPT_STRING] = {set_string, "text", "the rest of the line (` ;` starts a comment), trimmed"},
     [SQ_OPT_NAME] = {set_name, "name", "1 to 128 letters, digits and `_.:-`"},
     [SQ_OPT_INT] = {set_int, "whole number", "digits, with an optional `-`; no `+`, fraction or exponent"},
     [SQ_OPT_BOOL] = {set_bool, "on/off", "`on` or `off` (also `yes`/`no`, `true`/`false`, `1`/`0`, in any case)"},
