@@ -1,6 +1,8 @@
 /*
  * test_config.c -- sq_config_load(): what a good INI file turns into, and the
- * exact "FILE:LINE: message" a bad one gets. No database needed.
+ * exact "FILE:LINE: message" a bad one gets; and that the option table,
+ * the example file, the generated reference and reload.c agree. No
+ * database needed.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -9,9 +11,12 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "harness.h"
 #include "common/log.h"
+#include "common/options.h"
+#include "common/options_doc.h"
 #include "common/util.h"
+#include "harness.h"
+#include "host/reload.h"
 
 /* Load `text` written as `file`; on success *path_out holds the path. */
 static struct sq_config *load_text(const char *file, const char *text, char *err, size_t errlen, char **path_out)
@@ -817,5 +822,109 @@ Test(config, example_file_parses, .timeout = 60)
     struct sq_config *cfg = sq_config_load(SKIPQ_SOURCE_DIR "/conf/skipq.ini", err, sizeof err);
     cr_assert_not_null(cfg, "%s", err);
     cr_expect_eq(cfg->ncrons, 1);
+    sq_config_free(cfg);
+}
+
+/* ---- the option table and what is made from it ------------------------------------------ */
+
+/* The key a line of the example shows: "key = ..." or, commented out,
+ * ";key = ..." (no blank after the ';': prose comments have one). */
+static bool example_key(const char *line, char *key, size_t n)
+{
+    const char *p = line;
+    if (*p == ';' || *p == '#')
+        p++;
+    size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
+    const char *eq = p + len + strspn(p + len, " \t");
+    if (len == 0 || len >= n || *eq != '=')
+        return false;
+    memcpy(key, p, len);
+    key[len] = '\0';
+    return true;
+}
+
+/* The section a header line opens; -1 for any other line. */
+static int example_section(const char *line)
+{
+    char word[32];
+    size_t len = strcspn(line + 1, " ]");
+    if (line[0] != '[' || len >= sizeof word)
+        return -1;
+    memcpy(word, line + 1, len);
+    word[len] = '\0';
+    return sq_opt_section_find(word, line[1 + len] == ' ');
+}
+
+Test(config, the_example_file_shows_every_key_of_the_option_table, .timeout = 60)
+{
+    const char *path = SKIPQ_SOURCE_DIR "/conf/skipq.ini";
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    bool shown[256] = {false};
+    cr_assert_lt(sq_noptions, sizeof shown / sizeof shown[0]);
+    char line[400], key[64];
+    int section = -1, lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '[') {
+            section = example_section(line);
+            cr_assert_geq(section, 0, "%s:%d: a section the option table does not have: %s", path, lineno, line);
+            continue;
+        }
+        if (section < 0 || !example_key(line, key, sizeof key))
+            continue;
+        const struct sq_option *o = sq_option_find((enum sq_opt_section)section, key);
+        cr_expect(o || sq_option_pass((enum sq_opt_section)section), "%s:%d: [%s] %s is no key of the option table",
+                  path, lineno, sq_opt_sections[section].word, key);
+        if (o)
+            shown[o - sq_options] = true;
+    }
+    fclose(f);
+    for (size_t i = 0; i < sq_noptions; i++)
+        cr_expect(shown[i] || sq_options[i].type == SQ_OPT_PASS,
+                  "%s has no [%s%s] %s: add it, at least commented out as \";%s = ...\"", path,
+                  sq_opt_sections[sq_options[i].section].word, sq_opt_sections[sq_options[i].section].named ? " NAME" : "",
+                  sq_options[i].key, sq_options[i].key);
+}
+
+Test(config, the_reference_in_the_docs_is_the_option_tables, .timeout = 60)
+{
+    char err[1024];
+    cr_expect(sq_options_reference_update(SKIPQ_SOURCE_DIR "/docs/configuration.md", false, err, sizeof err), "%s",
+              err);
+}
+
+Test(config, every_live_key_has_a_place_in_the_running_host, .timeout = 60)
+{
+    const char *key = sq_reload_check();
+    cr_expect_null(key, "\"%s\": the option table and reload.c's live[] disagree on whether it applies live", key);
+}
+
+/* Every row's default is a value its own parser accepts, and a section
+ * made of defaults passes the loader (a table typo fails here, not in a
+ * user's file). */
+Test(config, every_default_is_within_its_rows_range, .timeout = 60)
+{
+    for (size_t i = 0; i < sq_noptions; i++) {
+        const struct sq_option *o = &sq_options[i];
+        if (o->type == SQ_OPT_INT)
+            cr_expect(o->def == 0 || (o->def >= o->min && o->def <= o->max), "%s: default %lld out of range", o->key,
+                      (long long)o->def);
+        if (o->type == SQ_OPT_DURATION || o->type == SQ_OPT_SIZE)
+            cr_expect(o->def == 0 || o->def >= o->min, "%s: default %lld below its minimum", o->key,
+                      (long long)o->def);
+        if (o->type == SQ_OPT_SIZE)
+            cr_expect_leq(o->def, o->max, "%s", o->key);
+        cr_expect(o->help || o->type == SQ_OPT_LIBPQ, "[%s] %s has no help", sq_opt_sections[o->section].word,
+                  o->key);
+    }
+    struct sq_config *cfg = load_ok("defaults.ini", "[kind k]\n[queue q]\n[plugin p]\npath = p.so\n"
+                                                    "[cron c]\nschedule = @daily\nkind = k\n");
+    const struct sq_kind_conf *k = sq_config_kind(cfg, "k");
+    cr_assert_not_null(k);
+    cr_expect_eq(k->backoff_base_ms, cfg->kind_defaults.backoff_base_ms);
+    cr_expect_eq(k->backoff_cap_ms, cfg->kind_defaults.backoff_cap_ms);
+    cr_expect_eq(sq_config_kind_policy(cfg, "other"), &cfg->kind_defaults);
+    cr_expect_eq(sq_config_kind_policy(cfg, "k"), k);
     sq_config_free(cfg);
 }
