@@ -928,3 +928,37 @@ Test(config, every_default_is_within_its_rows_range, .timeout = 60)
     cr_expect_eq(sq_config_kind_policy(cfg, "k"), k);
     sq_config_free(cfg);
 }
+
+/* `skipq config --reference FILE` refreshes the part between the markers
+ * and keeps the hand-written text around it; without FILE it prints. */
+Test(config, the_reference_command_rewrites_only_its_part_of_the_file, .timeout = 60)
+{
+    static const char head[] = "# Title\n\nhand-written\n\n" SQ_REFERENCE_BEGIN "\n";
+    static const char tail[] = SQ_REFERENCE_END "\n\nafter\n";
+    char text[512];
+    snprintf(text, sizeof text, "%sstale\n%s", head, tail);
+    char *doc = th_write_file("reference.md", text), err[1024], *out = NULL, *errout = NULL;
+    cr_expect_not(sq_options_reference_update(doc, false, err, sizeof err));
+    cr_expect_not_null(strstr(err, "is out of date"), "%s", err);
+    cr_assert_eq(th_cli(&out, &errout, "config", "--reference", doc, NULL), 0, "%s", errout);
+    free(out);
+    free(errout);
+    cr_expect(sq_options_reference_update(doc, false, err, sizeof err), "%s", err);
+    cr_assert_eq(th_cli(&out, &errout, "config", "--reference", NULL), 0, "%s", errout);
+    cr_expect_eq(strncmp(out, "## Keys\n", 8), 0, "%.80s", out);
+    FILE *f = fopen(doc, "r");
+    cr_assert_not_null(f);
+    static char got[65536];
+    size_t n = fread(got, 1, sizeof got - 1, f);
+    fclose(f);
+    got[n] = '\0';
+    cr_assert_lt(n, sizeof got - 1);
+    cr_expect_eq(strncmp(got, head, strlen(head)), 0, "the text before the markers changed:\n%.300s", got);
+    cr_expect(n > strlen(tail) && strcmp(got + n - strlen(tail), tail) == 0, "the text after them changed");
+    cr_expect_not_null(strstr(got, out), "the generated part is not what stdout gets");
+    free(out);
+    free(errout);
+    free(doc);
+    cr_expect_eq(th_cli(NULL, NULL, "config", "--reference", "/nonexistent/x.md", NULL), 1);
+    cr_expect_eq(th_cli(NULL, NULL, "config", NULL), 2);
+}
