@@ -900,6 +900,28 @@ Test(config, every_live_key_has_a_place_in_the_running_host, .timeout = 60)
     cr_expect_null(key, "\"%s\": the option table and reload.c's live[] disagree on whether it applies live", key);
 }
 
+/* The field a row names has the size its type stores. */
+static bool field_fits(const struct sq_option *o)
+{
+    switch (o->type) {
+    case SQ_OPT_DURATION:
+    case SQ_OPT_SIZE:
+        return o->size == sizeof(int64_t);
+    case SQ_OPT_INT:
+    case SQ_OPT_RATE:
+        return o->size == sizeof(int);
+    case SQ_OPT_BOOL:
+        return o->size == sizeof(bool);
+    case SQ_OPT_ENUM:
+        return o->size == sizeof(int) || o->size == sizeof(bool);
+    case SQ_OPT_STRING:
+    case SQ_OPT_NAME:
+        return o->size == sizeof(char *);
+    default:
+        return true;
+    }
+}
+
 /* Every row's default is a value its own parser accepts, and a section
  * made of defaults passes the loader (a table typo fails here, not in a
  * user's file). */
@@ -917,6 +939,7 @@ Test(config, every_default_is_within_its_rows_range, .timeout = 60)
             cr_expect_leq(o->def, o->max, "%s", o->key);
         cr_expect(o->help || o->type == SQ_OPT_LIBPQ, "[%s] %s has no help", sq_opt_sections[o->section].word,
                   o->key);
+        cr_expect(field_fits(o), "%s: a field of %zu bytes for its type", o->key, o->size);
     }
     struct sq_config *cfg = load_ok("defaults.ini", "[kind k]\n[queue q]\n[plugin p]\npath = p.so\n"
                                                     "[cron c]\nschedule = @daily\nkind = k\n");

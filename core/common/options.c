@@ -404,7 +404,9 @@ static const void *cfield(const void *obj, size_t offset)
     return (const char *)obj + offset;
 }
 
-/* Numbers, bools and enums live in bool, int or int64_t fields. */
+/* Numbers, bools and enums live in bool, int or int64_t fields, told
+ * apart by their size. */
+_Static_assert(sizeof(bool) < sizeof(int) && sizeof(int) < sizeof(int64_t), "field sizes differ");
 static void put_int(const struct sq_option *o, void *obj, int64_t v)
 {
     void *f = field(obj, o->offset);
