@@ -263,7 +263,7 @@ const struct sq_option sq_options[] = {
     /* [metrics] */
     {SQ_SECT_METRICS, "listen", SQ_OPT_STRING, CFG(metrics_listen), .check = check_listen, .shown = "off",
      .help = "`HOST:PORT` to serve `/metrics` and `/healthz` on: a numeric IPv4 address (`127.0.0.1:9464`, "
-             "`0.0.0.0:9464`) or an IPv6 one in brackets (`[::1]:9464`). A port in use stops the host with exit "
+             "`0.0.0.0:9464`) or an IPv6 one in brackets (`[ADDRESS]:PORT`). A port in use stops the host with exit "
              "status 1"},
     {SQ_SECT_METRICS, "unhealthy_after", SQ_OPT_DURATION, CFG(metrics_unhealthy_ms), .def = 30000, .min = 1000,
      .help = "`/healthz` answers 503 once a thread has made no progress, or the database has been unreachable, for "
@@ -299,8 +299,8 @@ const struct sq_option sq_options[] = {
              "`--max-attempts` (jobs carry their own limit)"},
     {SQ_SECT_KIND, "backoff_base", SQ_OPT_DURATION, KIND(backoff_base_ms), .def = SQ_DEFAULT_BACKOFF_BASE_MS,
      .flags = SQ_OPT_LIVE,
-     .help = "retry n waits between d/2 and d, where d = min(`backoff_cap`, `backoff_base` · 2^(n−1)); a handler "
-             "may choose its own delay instead"},
+     .help = "retry n waits between d/2 and d, where d is the smaller of `backoff_cap` and `backoff_base` · "
+             "2^(n−1); a handler may choose its own delay instead"},
     {SQ_SECT_KIND, "backoff_cap", SQ_OPT_DURATION, KIND(backoff_cap_ms), .def = SQ_DEFAULT_BACKOFF_CAP_MS,
      .flags = SQ_OPT_LIVE, .help = "the longest retry delay; at least `backoff_base`"},
     {SQ_SECT_KIND, "lease", SQ_OPT_DURATION, KIND(lease_ms), .min = 1000, .shown = "`[host] lease`",
@@ -339,7 +339,7 @@ const struct sq_option sq_options[] = {
     {SQ_SECT_CRON, "catch_up", SQ_OPT_ENUM, CRON(catch_up), .def = SQ_CATCH_UP_LATEST, .choices = catch_up_choices,
      .help = "ticks missed while no host ran the schedule: `latest` enqueues the most recent, `all` each of them "
              "(oldest first, up to 1000 per round), `none` none (a tick counts as missed when no host saw it within "
-             "max(60s, 2 × `heartbeat`))"},
+             "60s or 2 × `heartbeat`, whichever is longer)"},
 };
 const size_t sq_noptions = sizeof sq_options / sizeof sq_options[0];
 
