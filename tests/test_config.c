@@ -890,8 +890,10 @@ Test(config, the_example_file_shows_every_key_of_the_option_table, .timeout = 60
 Test(config, the_reference_in_the_docs_is_the_option_tables, .timeout = 60)
 {
     char err[1024];
-    cr_expect(sq_options_reference_update(SKIPQ_SOURCE_DIR "/docs/configuration.md", false, err, sizeof err), "%s",
-              err);
+    const char *doc = SKIPQ_SOURCE_DIR "/docs/configuration.md";
+    cr_expect(sq_options_reference_update(doc, false, err, sizeof err),
+              "%s\n(from this build: %s config --reference %s, or cmake --build BUILD --target config-reference)", err,
+              SKIPQ_BIN, doc);
 }
 
 Test(config, every_live_key_has_a_place_in_the_running_host, .timeout = 60)
