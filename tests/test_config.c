@@ -1,6 +1,8 @@
 /*
  * test_config.c -- sq_config_load(): what a good INI file turns into, and the
- * exact "FILE:LINE: message" a bad one gets. No database needed.
+ * exact "FILE:LINE: message" a bad one gets; and that the option table,
+ * the example file, the generated reference and reload.c agree. No
+ * database needed.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -9,9 +11,12 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "harness.h"
 #include "common/log.h"
+#include "common/options.h"
+#include "common/options_doc.h"
 #include "common/util.h"
+#include "harness.h"
+#include "host/reload.h"
 
 /* Load `text` written as `file`; on success *path_out holds the path. */
 static struct sq_config *load_text(const char *file, const char *text, char *err, size_t errlen, char **path_out)
@@ -818,4 +823,167 @@ Test(config, example_file_parses, .timeout = 60)
     cr_assert_not_null(cfg, "%s", err);
     cr_expect_eq(cfg->ncrons, 1);
     sq_config_free(cfg);
+}
+
+/* ---- the option table and what is made from it ------------------------------------------ */
+
+/* The key a line of the example shows: "key = ..." or, commented out,
+ * ";key = ..." (no blank after the ';': prose comments have one). */
+static bool example_key(const char *line, char *key, size_t n)
+{
+    const char *p = line;
+    if (*p == ';' || *p == '#')
+        p++;
+    size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
+    const char *eq = p + len + strspn(p + len, " \t");
+    if (len == 0 || len >= n || *eq != '=')
+        return false;
+    memcpy(key, p, len);
+    key[len] = '\0';
+    return true;
+}
+
+/* The section a header line opens; -1 for any other line. */
+static int example_section(const char *line)
+{
+    char word[32];
+    size_t len = strcspn(line + 1, " ]");
+    if (line[0] != '[' || len >= sizeof word)
+        return -1;
+    memcpy(word, line + 1, len);
+    word[len] = '\0';
+    return sq_opt_section_find(word, line[1 + len] == ' ');
+}
+
+Test(config, the_example_file_shows_every_key_of_the_option_table, .timeout = 60)
+{
+    const char *path = SKIPQ_SOURCE_DIR "/conf/skipq.ini";
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    bool shown[256] = {false};
+    cr_assert_lt(sq_noptions, sizeof shown / sizeof shown[0]);
+    char line[400], key[64];
+    int section = -1, lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '[') {
+            section = example_section(line);
+            cr_assert_geq(section, 0, "%s:%d: a section the option table does not have: %s", path, lineno, line);
+            continue;
+        }
+        if (section < 0 || !example_key(line, key, sizeof key))
+            continue;
+        const struct sq_option *o = sq_option_find((enum sq_opt_section)section, key);
+        cr_expect(o || sq_option_pass((enum sq_opt_section)section), "%s:%d: [%s] %s is no key of the option table",
+                  path, lineno, sq_opt_sections[section].word, key);
+        if (o)
+            shown[o - sq_options] = true;
+    }
+    fclose(f);
+    for (size_t i = 0; i < sq_noptions; i++)
+        cr_expect(shown[i] || sq_options[i].type == SQ_OPT_PASS,
+                  "%s has no [%s%s] %s: add it, at least commented out as \";%s = ...\"", path,
+                  sq_opt_sections[sq_options[i].section].word, sq_opt_sections[sq_options[i].section].named ? " NAME" : "",
+                  sq_options[i].key, sq_options[i].key);
+}
+
+Test(config, the_reference_in_the_docs_is_the_option_tables, .timeout = 60)
+{
+    char err[1024];
+    const char *doc = SKIPQ_SOURCE_DIR "/docs/configuration.md";
+    cr_expect(sq_options_reference_update(doc, false, err, sizeof err),
+              "%s\n(from this build: %s config --reference %s, or cmake --build BUILD --target config-reference)", err,
+              SKIPQ_BIN, doc);
+}
+
+Test(config, every_live_key_has_a_place_in_the_running_host, .timeout = 60)
+{
+    const char *key = sq_reload_check();
+    cr_expect_null(key, "\"%s\": the option table and reload.c's live[] disagree on whether it applies live", key);
+}
+
+/* The field a row names has the size its type stores. */
+static bool field_fits(const struct sq_option *o)
+{
+    switch (o->type) {
+    case SQ_OPT_DURATION:
+    case SQ_OPT_SIZE:
+        return o->size == sizeof(int64_t);
+    case SQ_OPT_INT:
+    case SQ_OPT_RATE:
+        return o->size == sizeof(int);
+    case SQ_OPT_BOOL:
+        return o->size == sizeof(bool);
+    case SQ_OPT_ENUM:
+        return o->size == sizeof(int) || o->size == sizeof(bool);
+    case SQ_OPT_STRING:
+    case SQ_OPT_NAME:
+        return o->size == sizeof(char *);
+    default:
+        return true;
+    }
+}
+
+/* Every row's default is a value its own parser accepts, and a section
+ * made of defaults passes the loader (a table typo fails here, not in a
+ * user's file). */
+Test(config, every_default_is_within_its_rows_range, .timeout = 60)
+{
+    for (size_t i = 0; i < sq_noptions; i++) {
+        const struct sq_option *o = &sq_options[i];
+        if (o->type == SQ_OPT_INT)
+            cr_expect(o->def == 0 || (o->def >= o->min && o->def <= o->max), "%s: default %lld out of range", o->key,
+                      (long long)o->def);
+        if (o->type == SQ_OPT_DURATION || o->type == SQ_OPT_SIZE)
+            cr_expect(o->def == 0 || o->def >= o->min, "%s: default %lld below its minimum", o->key,
+                      (long long)o->def);
+        if (o->type == SQ_OPT_SIZE)
+            cr_expect_leq(o->def, o->max, "%s", o->key);
+        cr_expect(o->help || o->type == SQ_OPT_LIBPQ, "[%s] %s has no help", sq_opt_sections[o->section].word,
+                  o->key);
+        cr_expect(field_fits(o), "%s: a field of %zu bytes for its type", o->key, o->size);
+    }
+    struct sq_config *cfg = load_ok("defaults.ini", "[kind k]\n[queue q]\n[plugin p]\npath = p.so\n"
+                                                    "[cron c]\nschedule = @daily\nkind = k\n");
+    const struct sq_kind_conf *k = sq_config_kind(cfg, "k");
+    cr_assert_not_null(k);
+    cr_expect_eq(k->backoff_base_ms, cfg->kind_defaults.backoff_base_ms);
+    cr_expect_eq(k->backoff_cap_ms, cfg->kind_defaults.backoff_cap_ms);
+    cr_expect_eq(sq_config_kind_policy(cfg, "other"), &cfg->kind_defaults);
+    cr_expect_eq(sq_config_kind_policy(cfg, "k"), k);
+    sq_config_free(cfg);
+}
+
+/* `skipq config --reference FILE` refreshes the part between the markers
+ * and keeps the hand-written text around it; without FILE it prints. */
+Test(config, the_reference_command_rewrites_only_its_part_of_the_file, .timeout = 60)
+{
+    static const char head[] = "# Title\n\nhand-written\n\n" SQ_REFERENCE_BEGIN "\n";
+    static const char tail[] = SQ_REFERENCE_END "\n\nafter\n";
+    char text[512];
+    snprintf(text, sizeof text, "%sstale\n%s", head, tail);
+    char *doc = th_write_file("reference.md", text), err[1024], *out = NULL, *errout = NULL;
+    cr_expect_not(sq_options_reference_update(doc, false, err, sizeof err));
+    cr_expect_not_null(strstr(err, "is out of date"), "%s", err);
+    cr_assert_eq(th_cli(&out, &errout, "config", "--reference", doc, NULL), 0, "%s", errout);
+    free(out);
+    free(errout);
+    cr_expect(sq_options_reference_update(doc, false, err, sizeof err), "%s", err);
+    cr_assert_eq(th_cli(&out, &errout, "config", "--reference", NULL), 0, "%s", errout);
+    cr_expect_eq(strncmp(out, "## Keys\n", 8), 0, "%.80s", out);
+    FILE *f = fopen(doc, "r");
+    cr_assert_not_null(f);
+    static char got[65536];
+    size_t n = fread(got, 1, sizeof got - 1, f);
+    fclose(f);
+    got[n] = '\0';
+    cr_assert_lt(n, sizeof got - 1);
+    cr_expect_eq(strncmp(got, head, strlen(head)), 0, "the text before the markers changed:\n%.300s", got);
+    cr_expect(n > strlen(tail) && strcmp(got + n - strlen(tail), tail) == 0, "the text after them changed");
+    cr_expect_not_null(strstr(got, out), "the generated part is not what stdout gets");
+    free(out);
+    free(errout);
+    free(doc);
+    cr_expect_eq(th_cli(NULL, NULL, "config", "--reference", "/nonexistent/x.md", NULL), 1);
+    cr_expect_eq(th_cli(NULL, NULL, "config", NULL), 2);
 }

@@ -171,3 +171,43 @@ Test(reload, claim_bytes_applies_at_once, .timeout = 120)
     cr_expect_eq(th_host_stop(pid, 15000), 0);
     th_assert_clean_log(ini);
 }
+
+/* Keys a host reads only when it starts -- a queue's aging, a kind's
+ * global limits, a schedule -- are named as needing a restart like every
+ * other key, and a schedule that comes or goes as added or removed. */
+Test(reload, keys_read_only_at_start_are_named_as_needing_a_restart, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    static const char before[] = "[queue default]\nthreads = 1\npriority_aging = 30s\n\n"
+                                 "[kind test]\nmax_running = 4\nrate = 10/s\n\n"
+                                 "[cron nightly]\nschedule = 30 2 * * *\nkind = test\n\n"
+                                 "[cron weekly]\nschedule = @weekly\nkind = test\n";
+    char *ini = th_host_ini(&db, "reload-start", NULL, NULL, before);
+    pid_t pid = th_host_start(ini);
+    th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 20000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 1);
+
+    static const char after[] = "[queue default]\nthreads = 1\npriority_aging = 1m\n\n"
+                                "[kind test]\nmax_running = 4\nrate = 10/min\n\n"
+                                "[cron nightly]\nschedule = 45 2 * * *\nkind = test\n\n"
+                                "[cron hourly]\nschedule = @hourly\nkind = test\n";
+    th_host_ini(&db, "reload-start", NULL, NULL, after);
+    kill(pid, SIGHUP);
+    char *log = wait_log(ini, "SIGHUP: configuration reloaded", 1);
+    const char *want[] = {
+        "SIGHUP: [queue default] priority_aging changed: needs a restart to take effect",
+        "SIGHUP: [kind test] rate changed: needs a restart to take effect",
+        "SIGHUP: [cron nightly] schedule changed: needs a restart to take effect",
+        "SIGHUP: [cron weekly] (removed) changed: needs a restart to take effect",
+        "SIGHUP: [cron hourly] (added) changed: needs a restart to take effect",
+        "SIGHUP: configuration reloaded: 0 change(s) applied, 5 need a restart",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect(strstr(log, want[i]) != NULL, "no \"%s\" in:\n%s", want[i], log);
+    cr_expect_null(strstr(log, "max_running changed"), "max_running did not change:\n%s", log);
+    free(log);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
+}

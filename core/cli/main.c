@@ -21,6 +21,7 @@
 #include "common/db.h"
 #include "host/host.h"
 #include "common/log.h"
+#include "common/options_doc.h"
 #include "skipq/plugin.h"
 #include "skipq/skipq.h"
 #include "cli/stats.h"
@@ -1230,6 +1231,32 @@ static int cmd_top(int argc, char **argv)
     return rc;
 }
 
+/* Not in the usage: `skipq config --reference [FILE]` writes the
+ * configuration reference from the option table, to stdout or between the
+ * markers of FILE (docs/configuration.md). */
+static int cmd_config(int argc, char **argv)
+{
+    static const char help[] = "usage: skipq config --reference [FILE]\n\n"
+                               "Write the configuration reference (markdown) from the option table: to stdout,\n"
+                               "or between the generated-part markers of FILE (docs/configuration.md).\n";
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        fputs(help, stdout);
+        return 0;
+    }
+    if (argc < 2 || argc > 3 || strcmp(argv[1], "--reference") != 0)
+        return usage_error("config", "%s", "expected --reference [FILE]");
+    if (argc == 2) {
+        sq_options_reference(stdout);
+        return fflush(stdout) == 0 ? 0 : EXIT_RUNTIME;
+    }
+    char err[1024];
+    if (!sq_options_reference_update(argv[2], true, err, sizeof err)) {
+        print_error("config", err);
+        return EXIT_RUNTIME;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1252,7 +1279,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {{"migrate", cmd_migrate}, {"enqueue", cmd_enqueue}, {"run", cmd_run},  {"stats", cmd_stats},
                 {"jobs", cmd_jobs},       {"retry", cmd_retry},     {"cancel", cmd_cancel}, {"top", cmd_top},
-                {"cron", cmd_cron},       {"limits", cmd_limits}};
+                {"cron", cmd_cron},       {"limits", cmd_limits},   {"config", cmd_config}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 1, argv + 1);

@@ -1,21 +1,23 @@
 /*
  * config.c -- parse a skipq INI file.
  *
- * inih is the tokenizer; the rules live here. Before inih sees the file we
- * read it ourselves once, because the distribution's inih silently splits
- * lines longer than 200 bytes, truncates section and key names past 50, and
- * treats indented lines as continuations of the previous value. Each of those
- * would turn a typo into a different, valid-looking setting, so the pre-scan
- * rejects them with FILE:LINE instead. It also drops a UTF-8 BOM and CR
- * line ends, and catches duplicate sections. Every key is in the tables of
- * handle_*() below; anything else is an error naming the file and line.
+ * inih is the tokenizer; the keys are rows of the option table
+ * (options.c), which parse, default, free and compare them; here is what
+ * is about the file as a whole. Before inih sees the file we read it
+ * ourselves once, because the distribution's inih silently splits lines
+ * longer than 200 bytes, truncates section and key names past 50, and
+ * treats indented lines as continuations of the previous value. Each of
+ * those would turn a typo into a different, valid-looking setting, so the
+ * pre-scan rejects them with FILE:LINE instead. It also drops a UTF-8 BOM
+ * and CR line ends, and catches duplicate sections. A key that is no row
+ * of its section is an error naming the file and line; so are the
+ * relations between keys that validate() checks (heartbeat < lease, ...).
  */
 #include "common/config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ini.h>
-#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,7 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/conninfo.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -39,6 +40,7 @@ struct parse_ctx {
     /* section headers seen by the pre-scan, for duplicates and line numbers */
     char **sections;
     int *section_lines;
+    size_t *slots; /* per header of a named section: 1 + index of its struct, once made */
     size_t nsections;
     /* keys seen in the current section, to reject duplicates */
     char seen_section[128];
@@ -63,155 +65,135 @@ static bool fail(struct parse_ctx *c, const char *fmt, ...)
     return false;
 }
 
-/* ---- per-section handlers -------------------------------------------------- */
-
-static const char *const db_keys[] = {
-    "url", "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode",
-    "sslrootcert", "sslcert", "sslkey", "sslcrl", "application_name", "connect_timeout",
-    "target_session_attrs", "options", "service", "keepalives", "keepalives_idle",
-    "keepalives_interval", "keepalives_count", "tcp_user_timeout", "gssencmode", NULL};
-
-/* listen_conninfo must parse as libpq would, so a typo stops the host at
- * start-up instead of leaving it without wake-ups. The message says what is
- * wrong without quoting the value, which may hold a password (conninfo.c). */
-static bool set_listen_conninfo(struct parse_ctx *c, const char *value)
+/* A pre-scan refusal: the line is the file's, not inih's. */
+static bool fail_at(struct parse_ctx *c, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail_at(struct parse_ctx *c, int line, const char *fmt, ...)
 {
-    if (!*value)
-        return fail(c, "[database] listen_conninfo must not be empty (leave the key out to poll only)");
-    char why[256];
-    if (!sq_conninfo_is_string(value))
-        return fail(c, "[database] listen_conninfo: not a URI (postgresql://...) or keyword=value pairs");
-    if (!sq_conninfo_check(value, why, sizeof why))
-        return fail(c, "[database] listen_conninfo: %s", why);
-    PQconninfoOption *opts = PQconninfoParse(value, NULL);
-    if (!opts)
-        return fail(c, "out of memory");
-    for (PQconninfoOption *o = opts; o->keyword; o++)
-        if (strcmp(o->keyword, "password") == 0 && o->val && *o->val)
-            c->cfg->db_has_password = true;
-    PQconninfoFree(opts);
-    free(c->cfg->listen_conninfo);
-    c->cfg->listen_conninfo = strdup(value);
-    return c->cfg->listen_conninfo ? true : fail(c, "out of memory");
+    if (c->err[0] == '\0') {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, sizeof c->err, fmt, ap);
+        va_end(ap);
+        c->err_line = line;
+    }
+    return false;
 }
 
-static bool handle_database(struct parse_ctx *c, const char *key, const char *value)
+/* ---- the sections' structs ---------------------------------------------------- */
+
+size_t sq_config_count(const struct sq_config *cfg, enum sq_opt_section s)
 {
-    if (strcmp(key, "pooler") == 0) {
-        if (strcmp(value, "none") == 0 || strcmp(value, "transaction") == 0) {
-            c->cfg->pooled = strcmp(value, "transaction") == 0;
-            return true;
+    switch (s) {
+    case SQ_SECT_PLUGIN:
+        return cfg->nplugins;
+    case SQ_SECT_QUEUE:
+        return cfg->ngroups;
+    case SQ_SECT_KIND:
+        return cfg->nkinds;
+    case SQ_SECT_CRON:
+        return cfg->ncrons;
+    default:
+        return 1;
+    }
+}
+
+static void *section_at(struct sq_config *cfg, enum sq_opt_section s, size_t i)
+{
+    switch (s) {
+    case SQ_SECT_PLUGIN:
+        return &cfg->plugins[i];
+    case SQ_SECT_QUEUE:
+        return &cfg->groups[i];
+    case SQ_SECT_KIND:
+        return &cfg->kinds[i];
+    case SQ_SECT_CRON:
+        return &cfg->crons[i];
+    default:
+        return cfg;
+    }
+}
+
+const void *sq_config_section(const struct sq_config *cfg, enum sq_opt_section s, size_t i)
+{
+    return section_at((struct sq_config *)cfg, s, i);
+}
+
+const void *sq_config_find(const struct sq_config *cfg, enum sq_opt_section s, const char *name)
+{
+    for (size_t i = 0; sq_opt_sections[s].named && i < sq_config_count(cfg, s); i++) {
+        const void *obj = sq_config_section(cfg, s, i);
+        if (strcmp(*(char *const *)obj, name) == 0)
+            return obj;
+    }
+    return NULL;
+}
+
+/* One more (zeroed) struct at the end of a named section's array. */
+#define GROW(arr, n) \
+    ((grown = xrealloc_array((arr), (n) + 1, sizeof *(arr))) ? ((arr) = grown, &(arr)[(n)++]) : NULL)
+static void *section_add(struct sq_config *cfg, enum sq_opt_section s)
+{
+    void *grown, *obj = NULL;
+    if (s == SQ_SECT_PLUGIN)
+        obj = GROW(cfg->plugins, cfg->nplugins);
+    else if (s == SQ_SECT_QUEUE)
+        obj = GROW(cfg->groups, cfg->ngroups);
+    else if (s == SQ_SECT_KIND)
+        obj = GROW(cfg->kinds, cfg->nkinds);
+    else if (s == SQ_SECT_CRON)
+        obj = GROW(cfg->crons, cfg->ncrons);
+    if (obj)
+        memset(obj, 0, sq_opt_sections[s].size);
+    return obj;
+}
+#undef GROW
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+/*
+ * The struct a key of section s goes into: cfg itself, or the struct of
+ * [word NAME], made with the defaults at its first key (or, for a section
+ * without keys, by visit_sections). si is the header's pre-scan index.
+ */
+static void *section_struct(struct parse_ctx *c, enum sq_opt_section s, size_t si, const char *sect,
+                            const char *name)
+{
+    const struct sq_opt_section_def *d = &sq_opt_sections[s];
+    void *obj = c->cfg;
+    if (d->named && c->slots[si])
+        return section_at(c->cfg, s, c->slots[si] - 1);
+    if (d->named) {
+        if (!sq_valid_name(name)) {
+            fail(c, "[%s]: %s", sect, d->bad_name);
+            return NULL;
         }
-        return fail(c, "[database] pooler: \"%s\" is not none or transaction (a pooler in session mode needs none)",
-                    value);
+        char *copy = strdup(name);
+        obj = copy ? section_add(c->cfg, s) : NULL;
+        if (!obj || !sq_options_defaults(s, obj)) {
+            free(copy);
+            fail(c, "out of memory");
+            return NULL;
+        }
+        *(char **)obj = copy;
+        c->slots[si] = sq_config_count(c->cfg, s);
     }
-    if (strcmp(key, "listen_conninfo") == 0)
-        return set_listen_conninfo(c, value);
-    char why[256];
-    if (strcmp(key, "url") == 0 && !sq_conninfo_check(value, why, sizeof why))
-        return fail(c, "[database] url: %s", why);
-    for (int i = 0; db_keys[i]; i++) {
-        if (strcmp(key, db_keys[i]) != 0)
-            continue;
-        struct sq_config *cfg = c->cfg;
-        struct sq_kv *kv = xrealloc_array(cfg->db, cfg->ndb + 1, sizeof *kv);
-        if (!kv)
-            return fail(c, "out of memory");
-        cfg->db = kv;
-        /* libpq calls a URI or conninfo string in dbname "expansion"; we
-         * spell it `url` in the file. */
-        kv[cfg->ndb].key = strdup(strcmp(key, "url") == 0 ? "dbname" : key);
-        kv[cfg->ndb].value = strdup(value);
-        cfg->ndb++;
-        if (strcmp(key, "password") == 0 ||
-            (strcmp(key, "url") == 0 && (strstr(value, "password") || strchr(value, '@'))))
-            cfg->db_has_password = true;
-        return true;
-    }
-    return fail(c, "unknown key \"%s\" in [database]", key);
+    if (d->line_offset != SIZE_MAX)
+        memcpy((char *)obj + d->line_offset, &c->cur_line, sizeof c->cur_line);
+    return obj;
 }
 
-static bool set_duration(struct parse_ctx *c, const char *sect, const char *key, const char *value,
-                         int64_t min_ms, int64_t *out)
+/* One key of a section: its pass-through list (a plugin's), then its row. */
+static bool set_key(struct parse_ctx *c, enum sq_opt_section s, void *obj, const char *sect, const char *key,
+                    const char *value)
 {
-    int64_t ms;
-    const char *why = sq_parse_duration_why(value, &ms);
-    if (why)
-        return fail(c, "[%s] %s: \"%s\" %s", sect, key, value, why);
-    if (ms < min_ms)
-        return fail(c, "[%s] %s: %s is too short (minimum %lldms)", sect, key, value, (long long)min_ms);
-    *out = ms;
+    char why[sizeof c->err];
+    const struct sq_option *pass = sq_option_pass(s), *o = sq_option_find(s, key);
+    if (!o && !pass)
+        return fail(c, "unknown key \"%s\" in [%s]", key, sect);
+    if ((pass && !sq_option_set(pass, obj, sect, key, value, why, sizeof why)) ||
+        (o && !sq_option_set(o, obj, sect, key, value, why, sizeof why)))
+        return fail(c, "%s", why);
     return true;
-}
-
-/* A whole-number key within [min, max]. */
-static bool set_int(struct parse_ctx *c, const char *sect, const char *key, const char *value, int64_t min,
-                    int64_t max, int *out)
-{
-    int64_t v;
-    const char *why = sq_parse_int_why(value, min, max, &v);
-    if (why)
-        return fail(c, "[%s] %s: \"%s\" %s; it must be a whole number from %lld to %lld", sect, key, value, why,
-                    (long long)min, (long long)max);
-    *out = (int)v;
-    return true;
-}
-
-static bool handle_host(struct parse_ctx *c, const char *key, const char *value)
-{
-    struct sq_config *cfg = c->cfg;
-    if (strcmp(key, "name") == 0) {
-        if (!*value || strlen(value) > 64)
-            return fail(c, "[host] name must be 1 to 64 characters");
-        free(cfg->host_name);
-        cfg->host_name = strdup(value);
-        return true;
-    }
-    if (strcmp(key, "poll_interval") == 0)
-        return set_duration(c, "host", key, value, 1, &cfg->poll_ms);
-    if (strcmp(key, "lease") == 0)
-        return set_duration(c, "host", key, value, 1000, &cfg->lease_ms);
-    if (strcmp(key, "heartbeat") == 0)
-        return set_duration(c, "host", key, value, 100, &cfg->heartbeat_ms);
-    if (strcmp(key, "shutdown_grace") == 0)
-        return set_duration(c, "host", key, value, 0, &cfg->grace_ms);
-    if (strcmp(key, "claim_bytes") == 0) {
-        int64_t v;
-        if (!sq_parse_bytes(value, &v) || v < 1 || v > (1LL << 30))
-            return fail(c, "[host] claim_bytes: \"%s\" must be a size from 1 byte to 1GiB (e.g. 16MiB, 65536)",
-                        value);
-        cfg->claim_bytes = v;
-        return true;
-    }
-    if (strcmp(key, "synchronous_commit") == 0) {
-        if (!sq_parse_bool(value, &cfg->synchronous_commit))
-            return fail(c, "[host] synchronous_commit: \"%s\" is not on or off", value);
-        return true;
-    }
-    if (strcmp(key, "log_level") == 0) {
-        int l = sq_log_level_parse(value);
-        if (l < 0)
-            return fail(c, "[host] log_level: \"%s\" is not one of error, warn, info, debug", value);
-        cfg->log_level = l;
-        return true;
-    }
-    return fail(c, "unknown key \"%s\" in [host]", key);
-}
-
-static bool handle_retention(struct parse_ctx *c, const char *key, const char *value)
-{
-    struct sq_config *cfg = c->cfg;
-    if (strcmp(key, "done") == 0)
-        return set_duration(c, "retention", key, value, 0, &cfg->keep_done_ms);
-    if (strcmp(key, "dead") == 0)
-        return set_duration(c, "retention", key, value, 0, &cfg->keep_dead_ms);
-    if (strcmp(key, "cancelled") == 0)
-        return set_duration(c, "retention", key, value, 0, &cfg->keep_cancelled_ms);
-    if (strcmp(key, "interval") == 0)
-        return set_duration(c, "retention", key, value, 100, &cfg->retention_interval_ms);
-    if (strcmp(key, "batch") == 0)
-        return set_int(c, "retention", key, value, 1, 100000, &cfg->retention_batch);
-    return fail(c, "unknown key \"%s\" in [retention]", key);
 }
 
 bool sq_parse_listen(const char *value, struct sockaddr_storage *addr, socklen_t *len, char *err, size_t errlen)
@@ -264,310 +246,6 @@ bool sq_parse_listen(const char *value, struct sockaddr_storage *addr, socklen_t
     return true;
 }
 
-static bool handle_metrics(struct parse_ctx *c, const char *key, const char *value)
-{
-    struct sq_config *cfg = c->cfg;
-    if (strcmp(key, "listen") == 0) {
-        char why[256];
-        if (!sq_parse_listen(value, &cfg->metrics_addr, &cfg->metrics_addrlen, why, sizeof why))
-            return fail(c, "[metrics] listen: %s", why);
-        free(cfg->metrics_listen);
-        cfg->metrics_listen = strdup(value);
-        return cfg->metrics_listen ? true : fail(c, "out of memory");
-    }
-    if (strcmp(key, "unhealthy_after") == 0)
-        return set_duration(c, "metrics", key, value, 1000, &cfg->metrics_unhealthy_ms);
-    return fail(c, "unknown key \"%s\" in [metrics]", key);
-}
-
-static struct sq_plugin_conf *plugin_section(struct parse_ctx *c, const char *name)
-{
-    struct sq_config *cfg = c->cfg;
-    for (size_t i = 0; i < cfg->nplugins; i++)
-        if (strcmp(cfg->plugins[i].name, name) == 0)
-            return &cfg->plugins[i];
-    struct sq_plugin_conf *p = xrealloc_array(cfg->plugins, cfg->nplugins + 1, sizeof *p);
-    if (!p)
-        return NULL;
-    cfg->plugins = p;
-    p = &cfg->plugins[cfg->nplugins++];
-    memset(p, 0, sizeof *p);
-    p->name = strdup(name);
-    p->line = c->cur_line;
-    return p;
-}
-
-static bool handle_plugin(struct parse_ctx *c, const char *name, const char *key, const char *value)
-{
-    if (!sq_valid_name(name))
-        return fail(c, "[plugin %s]: plugin names use only letters, digits and _.:-", name);
-    struct sq_plugin_conf *p = plugin_section(c, name);
-    if (!p)
-        return fail(c, "out of memory");
-    if (!key)
-        return true;
-    struct sq_kv *kv = xrealloc_array(p->kv, p->nkv + 1, sizeof *kv);
-    if (!kv)
-        return fail(c, "out of memory");
-    p->kv = kv;
-    kv[p->nkv].key = strdup(key);
-    kv[p->nkv].value = strdup(value);
-    p->nkv++;
-    if (strcmp(key, "path") == 0) {
-        if (!*value)
-            return fail(c, "[plugin %s] path must not be empty", name);
-        p->path = strdup(value);
-    }
-    return true;
-}
-
-static bool parse_kind_list(struct parse_ctx *c, const char *sect, const char *value, char ***out, size_t *n)
-{
-    char *copy = strdup(value);
-    if (!copy)
-        return fail(c, "out of memory");
-    bool ok = true;
-    char *next = copy;
-    if (strspn(copy, ", \t") == strlen(copy)) {
-        free(copy);
-        return fail(c, "[%s] kinds: empty list (leave the key out to serve every kind)", sect);
-    }
-    while (next) {
-        char *tok = next;
-        next = strchr(next, ',');
-        if (next)
-            *next++ = '\0';
-        tok = sq_trim(tok);
-        if (!sq_valid_name(tok)) {
-            ok = fail(c, "[%s] kinds: \"%s\" is not a valid kind name", sect, tok);
-            break;
-        }
-        bool dup = false;
-        for (size_t i = 0; i < *n && !dup; i++)
-            dup = strcmp((*out)[i], tok) == 0;
-        if (dup) {
-            ok = fail(c, "[%s] kinds: \"%s\" is listed twice", sect, tok);
-            break;
-        }
-        char **k = xrealloc_array(*out, *n + 1, sizeof *k);
-        if (!k) {
-            ok = fail(c, "out of memory");
-            break;
-        }
-        *out = k;
-        k[(*n)++] = strdup(tok);
-    }
-    if (ok && *n == 0)
-        ok = fail(c, "[%s] kinds: empty list (leave the key out to serve every kind)", sect);
-    free(copy);
-    return ok;
-}
-
-static struct sq_group_conf *group_section(struct parse_ctx *c, const char *name)
-{
-    struct sq_config *cfg = c->cfg;
-    for (size_t i = 0; i < cfg->ngroups; i++)
-        if (strcmp(cfg->groups[i].queue, name) == 0)
-            return &cfg->groups[i];
-    struct sq_group_conf *g = xrealloc_array(cfg->groups, cfg->ngroups + 1, sizeof *g);
-    if (!g)
-        return NULL;
-    cfg->groups = g;
-    g = &cfg->groups[cfg->ngroups++];
-    memset(g, 0, sizeof *g);
-    g->queue = strdup(name);
-    g->threads = 1;
-    g->batch = 1;
-    g->aging_cap = 1000000;
-    g->line = c->cur_line;
-    return g;
-}
-
-static struct sq_kind_conf *kind_section(struct parse_ctx *c, const char *name)
-{
-    struct sq_config *cfg = c->cfg;
-    struct sq_kind_conf *k = (struct sq_kind_conf *)sq_config_kind(cfg, name);
-    if (k)
-        return k;
-    k = xrealloc_array(cfg->kinds, cfg->nkinds + 1, sizeof *k);
-    if (!k)
-        return NULL;
-    cfg->kinds = k;
-    k = &cfg->kinds[cfg->nkinds++];
-    memset(k, 0, sizeof *k);
-    k->name = strdup(name);
-    k->backoff_base_ms = SQ_DEFAULT_BACKOFF_BASE_MS;
-    k->backoff_cap_ms = SQ_DEFAULT_BACKOFF_CAP_MS;
-    k->line = c->cur_line;
-    return k;
-}
-
-static bool handle_queue(struct parse_ctx *c, const char *name, const char *key, const char *value)
-{
-    char sect[160];
-    snprintf(sect, sizeof sect, "queue %s", name);
-    if (!sq_valid_name(name))
-        return fail(c, "[%s]: queue names are 1-128 characters of letters, digits and _.:-", sect);
-    struct sq_group_conf *g = group_section(c, name);
-    if (!g)
-        return fail(c, "out of memory");
-    if (!key)
-        return true;
-    if (strcmp(key, "threads") == 0)
-        return set_int(c, sect, key, value, 1, SQ_MAX_THREADS, &g->threads);
-    if (strcmp(key, "batch") == 0)
-        return set_int(c, sect, key, value, 1, SQ_MAX_BATCH, &g->batch);
-    if (strcmp(key, "kinds") == 0)
-        return parse_kind_list(c, sect, value, &g->kinds, &g->nkinds);
-    if (strcmp(key, "priority_aging") == 0)
-        return set_duration(c, sect, key, value, 100, &g->aging_ms);
-    if (strcmp(key, "priority_aging_cap") == 0)
-        return set_int(c, sect, key, value, -1000000, 1000000, &g->aging_cap);
-    return fail(c, "unknown key \"%s\" in [%s]", key, sect);
-}
-
-/* rate = N/s (N/second) or N/min (N/minute). */
-static bool set_rate(struct parse_ctx *c, const char *sect, const char *value, struct sq_kind_conf *k)
-{
-    char num[32];
-    const char *slash = strchr(value, '/');
-    size_t n = slash ? (size_t)(slash - value) : 0;
-    int64_t v;
-    if (slash && n < sizeof num) {
-        memcpy(num, value, n);
-        num[n] = '\0';
-        const char *unit = slash + 1;
-        while (*unit == ' ')
-            unit++;
-        const char *why = sq_parse_int_why(sq_trim(num), 1, 1000000, &v);
-        if (why)
-            return fail(c, "[%s] rate: \"%s\": N %s; write N/s or N/min with N from 1 to 1000000 (e.g. 10/s, "
-                           "100/min)", sect, value, why);
-        if (strcmp(unit, "s") == 0 || strcmp(unit, "second") == 0 || strcmp(unit, "sec") == 0) {
-            k->rate = (int)v;
-            k->rate_unit = "second";
-            return true;
-        }
-        if (strcmp(unit, "min") == 0 || strcmp(unit, "minute") == 0) {
-            k->rate = (int)v;
-            k->rate_unit = "minute";
-            return true;
-        }
-    }
-    return fail(c, "[%s] rate: \"%s\" is not N/s or N/min with N from 1 to 1000000 (e.g. 10/s, 100/min)", sect,
-                value);
-}
-
-static bool handle_kind(struct parse_ctx *c, const char *name, const char *key, const char *value)
-{
-    char sect[160];
-    snprintf(sect, sizeof sect, "kind %s", name);
-    if (!sq_valid_name(name))
-        return fail(c, "[%s]: kind names are 1-128 characters of letters, digits and _.:-", sect);
-    struct sq_kind_conf *k = kind_section(c, name);
-    if (!k)
-        return fail(c, "out of memory");
-    if (!key)
-        return true;
-    if (strcmp(key, "max_attempts") == 0)
-        return set_int(c, sect, key, value, 1, 100000, &k->max_attempts);
-    if (strcmp(key, "backoff_base") == 0)
-        return set_duration(c, sect, key, value, 0, &k->backoff_base_ms);
-    if (strcmp(key, "backoff_cap") == 0)
-        return set_duration(c, sect, key, value, 0, &k->backoff_cap_ms);
-    if (strcmp(key, "lease") == 0)
-        return set_duration(c, sect, key, value, 1000, &k->lease_ms);
-    if (strcmp(key, "timeout") == 0)
-        return set_duration(c, sect, key, value, 1, &k->timeout_ms);
-    if (strcmp(key, "max_running") == 0)
-        return set_int(c, sect, key, value, 1, 1000000, &k->max_running);
-    if (strcmp(key, "rate") == 0)
-        return set_rate(c, sect, value, k);
-    return fail(c, "unknown key \"%s\" in [%s]", key, sect);
-}
-
-static struct sq_cron_conf *cron_section(struct parse_ctx *c, const char *name)
-{
-    struct sq_config *cfg = c->cfg;
-    for (size_t i = 0; i < cfg->ncrons; i++)
-        if (strcmp(cfg->crons[i].name, name) == 0)
-            return &cfg->crons[i];
-    struct sq_cron_conf *k = xrealloc_array(cfg->crons, cfg->ncrons + 1, sizeof *k);
-    if (!k)
-        return NULL;
-    cfg->crons = k;
-    k = &cfg->crons[cfg->ncrons++];
-    memset(k, 0, sizeof *k);
-    k->name = strdup(name);
-    k->line = c->cur_line;
-    return k;
-}
-
-static bool set_string(struct parse_ctx *c, char **field, const char *value)
-{
-    free(*field);
-    *field = strdup(value);
-    return *field ? true : fail(c, "out of memory");
-}
-
-static bool handle_cron(struct parse_ctx *c, const char *name, const char *key, const char *value)
-{
-    char sect[160];
-    snprintf(sect, sizeof sect, "cron %s", name);
-    if (!sq_valid_name(name))
-        return fail(c, "[%s]: cron names are 1-128 characters of letters, digits and _.:-", sect);
-    struct sq_cron_conf *k = cron_section(c, name);
-    if (!k)
-        return fail(c, "out of memory");
-    if (!key)
-        return true;
-    if (strcmp(key, "schedule") == 0) {
-        char why[256];
-        if (!sq_cron_parse(value, &k->cron, why, sizeof why))
-            return fail(c, "[%s] schedule: %s", sect, why);
-        return set_string(c, &k->schedule, value);
-    }
-    if (strcmp(key, "timezone") == 0) {
-        if (!*value || strlen(value) > 64 || strspn(value, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                           "0123456789/_+-") != strlen(value))
-            return fail(c, "[%s] timezone: \"%s\" is not a time zone name (e.g. UTC, Europe/Paris)", sect, value);
-        return set_string(c, &k->timezone, value);
-    }
-    if (strcmp(key, "kind") == 0) {
-        if (!sq_valid_name(value))
-            return fail(c, "[%s] kind: \"%s\" is not a valid kind name", sect, value);
-        return set_string(c, &k->kind, value);
-    }
-    if (strcmp(key, "queue") == 0) {
-        if (!sq_valid_name(value))
-            return fail(c, "[%s] queue: \"%s\" is not a valid queue name", sect, value);
-        return set_string(c, &k->queue, value);
-    }
-    if (strcmp(key, "payload") == 0) {
-        if (value[0] != '{')
-            return fail(c, "[%s] payload: must be a JSON object ({...})", sect);
-        return set_string(c, &k->payload, value);
-    }
-    if (strcmp(key, "priority") == 0)
-        return set_int(c, sect, key, value, -1000000, 1000000, &k->priority);
-    if (strcmp(key, "max_attempts") == 0)
-        return set_int(c, sect, key, value, 1, 100000, &k->max_attempts);
-    if (strcmp(key, "catch_up") == 0) {
-        if (strcmp(value, "latest") == 0)
-            k->catch_up = SQ_CATCH_UP_LATEST;
-        else if (strcmp(value, "all") == 0)
-            k->catch_up = SQ_CATCH_UP_ALL;
-        else if (strcmp(value, "none") == 0)
-            k->catch_up = SQ_CATCH_UP_NONE;
-        else
-            return fail(c, "[%s] catch_up: \"%s\" is not latest, all or none", sect, value);
-        return true;
-    }
-    return fail(c, "unknown key \"%s\" in [%s]", key, sect);
-}
-
-/* ---- dispatch ------------------------------------------------------------- */
-
 static bool seen_before(struct parse_ctx *c, const char *section, const char *key)
 {
     if (strcmp(c->seen_section, section) != 0) {
@@ -590,10 +268,12 @@ static bool seen_before(struct parse_ctx *c, const char *section, const char *ke
 /* Route one key (or, with key NULL, a section's mere presence). */
 static bool dispatch(struct parse_ctx *c, const char *section, const char *key, const char *value)
 {
-    c->cur_line = 0;
-    for (size_t i = 0; i < c->nsections; i++)
-        if (strcmp(c->sections[i], section) == 0)
-            c->cur_line = c->section_lines[i];
+    size_t si = 0;
+    while (si < c->nsections && strcmp(c->sections[si], section) != 0)
+        si++;
+    if (si == c->nsections)
+        return fail(c, "section [%s] was not seen by the pre-scan", section);
+    c->cur_line = c->section_lines[si];
     const char *sp = strchr(section, ' ');
     char word[32] = "";
     const char *arg = NULL;
@@ -607,30 +287,16 @@ static bool dispatch(struct parse_ctx *c, const char *section, const char *key, 
         while (*arg == ' ')
             arg++;
     }
-    bool ok;
-    if (strcmp(section, "database") == 0)
-        ok = !key || handle_database(c, key, value);
-    else if (strcmp(section, "host") == 0)
-        ok = !key || handle_host(c, key, value);
-    else if (strcmp(section, "retention") == 0)
-        ok = !key || handle_retention(c, key, value);
-    else if (strcmp(section, "metrics") == 0) {
-        c->cfg->metrics_line = c->cur_line;
-        ok = !key || handle_metrics(c, key, value);
+    int s = sp ? (*arg ? sq_opt_section_find(word, true) : -1) : sq_opt_section_find(section, false);
+    if (s < 0) {
+        char list[256];
+        sq_opt_section_list(list, sizeof list);
+        return fail(c, "unknown section [%s] (expected %s)", section, list);
     }
-    else if (arg && *arg && strcmp(word, "plugin") == 0)
-        ok = handle_plugin(c, arg, key, value);
-    else if (arg && *arg && strcmp(word, "queue") == 0)
-        ok = handle_queue(c, arg, key, value);
-    else if (arg && *arg && strcmp(word, "kind") == 0)
-        ok = handle_kind(c, arg, key, value);
-    else if (arg && *arg && strcmp(word, "cron") == 0)
-        ok = handle_cron(c, arg, key, value);
-    else
-        ok = fail(c, "unknown section [%s] (expected [database], [host], [retention], [metrics], [plugin NAME], "
-                     "[queue NAME], [kind NAME] or [cron NAME])",
-                  section);
-    return ok;
+    void *obj = section_struct(c, (enum sq_opt_section)s, si, section, arg);
+    if (!obj)
+        return false;
+    return !key || set_key(c, (enum sq_opt_section)s, obj, section, key, value);
 }
 
 static int on_entry(void *user, const char *section, const char *key, const char *value)
@@ -701,18 +367,17 @@ static char *prescan(struct parse_ctx *c, const char *text, size_t len)
             end--;
         for (size_t k = start; k < end; k++) {
             if (text[k] == '\0' || text[k] == '\r') {
-                c->err_line = line;
-                fail(c, "stray %s character", text[k] ? "carriage-return" : "NUL");
+                fail_at(c, line, "stray %s character", text[k] ? "carriage-return" : "NUL");
                 goto bad;
             }
         }
         while (start < end && (text[start] == ' ' || text[start] == '\t'))
             start++;
         if (end - start > SQ_CONFIG_MAX_LINE) {
-            c->err_line = line;
-            fail(c, "line is %zu characters long; the limit is %d (split a long [database] url into host, port, "
+            fail_at(c, line,
+                    "line is %zu characters long; the limit is %d (split a long [database] url into host, port, "
                     "dbname, user... keys)",
-                 end - start, SQ_CONFIG_MAX_LINE);
+                    end - start, SQ_CONFIG_MAX_LINE);
             goto bad;
         }
         const char *l = text + start;
@@ -721,33 +386,31 @@ static char *prescan(struct parse_ctx *c, const char *text, size_t len)
             const char *close = memchr(l, ']', n);
             size_t nl = close ? (size_t)(close - l - 1) : 0;
             if (!close) {
-                c->err_line = line;
-                fail(c, "section header without a closing ']'");
+                fail_at(c, line, "section header without a closing ']'");
                 goto bad;
             }
             if (nl > MAX_INI_NAME) {
-                c->err_line = line;
-                fail(c, "section name is longer than %d characters", MAX_INI_NAME);
+                fail_at(c, line, "section name is longer than %d characters", MAX_INI_NAME);
                 goto bad;
             }
             const char *rest = close + 1;
             while (rest < l + n && (*rest == ' ' || *rest == '\t'))
                 rest++;
             if (rest < l + n && *rest != ';' && *rest != '#') {
-                c->err_line = line;
-                fail(c, "text after the section header [%.*s] (put each key on its own line)", (int)nl, l + 1);
+                fail_at(c, line, "text after the section header [%.*s] (put each key on its own line)", (int)nl,
+                        l + 1);
                 goto bad;
             }
             const char *sp = memchr(l + 1, ' ', nl);
             if (nl == 0 || l[1] == ' ' || l[nl] == ' ' || (sp && memchr(sp + 1, ' ', nl - (size_t)(sp - l)))) {
-                c->err_line = line;
-                fail(c, "section [%.*s]: write [word] or [word NAME] with exactly one space", (int)nl, l + 1);
+                fail_at(c, line, "section [%.*s]: write [word] or [word NAME] with exactly one space", (int)nl,
+                        l + 1);
                 goto bad;
             }
             for (size_t s = 0; s < c->nsections; s++) {
                 if (strlen(c->sections[s]) == nl && memcmp(c->sections[s], l + 1, nl) == 0) {
-                    c->err_line = line;
-                    fail(c, "duplicate section [%.*s] (first at line %d)", (int)nl, l + 1, c->section_lines[s]);
+                    fail_at(c, line, "duplicate section [%.*s] (first at line %d)", (int)nl, l + 1,
+                            c->section_lines[s]);
                     goto bad;
                 }
             }
@@ -766,21 +429,18 @@ static char *prescan(struct parse_ctx *c, const char *text, size_t len)
         } else if (n > 0 && l[0] != ';' && l[0] != '#') {
             const char *eq = memchr(l, '=', n);
             if (!eq) {
-                c->err_line = line;
-                fail(c, "expected \"key = value\" or \"[section]\"");
+                fail_at(c, line, "expected \"key = value\" or \"[section]\"");
                 goto bad;
             }
             size_t kl = (size_t)(eq - l);
             while (kl > 0 && (l[kl - 1] == ' ' || l[kl - 1] == '\t'))
                 kl--;
             if (kl == 0) {
-                c->err_line = line;
-                fail(c, "missing key before '='");
+                fail_at(c, line, "missing key before '='");
                 goto bad;
             }
             if (kl > MAX_INI_NAME) {
-                c->err_line = line;
-                fail(c, "key name is longer than %d characters", MAX_INI_NAME);
+                fail_at(c, line, "key name is longer than %d characters", MAX_INI_NAME);
                 goto bad;
             }
         }
@@ -838,6 +498,26 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
 
 /* ---- validation ------------------------------------------------------------- */
 
+/* Every REQUIRED (string) row of section s is set in each of its structs. */
+static bool check_required(const struct sq_config *cfg, enum sq_opt_section s, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < sq_config_count(cfg, s); i++) {
+        const void *obj = sq_config_section(cfg, s, i);
+        for (size_t r = 0; r < sq_noptions; r++) {
+            const struct sq_option *o = &sq_options[r];
+            if (o->section != s || !(o->flags & SQ_OPT_REQUIRED) || *(char *const *)((const char *)obj + o->offset))
+                continue;
+            int line;
+            memcpy(&line, (const char *)obj + sq_opt_sections[s].line_offset, sizeof line);
+            snprintf(err, errlen, "%s:%d: [%s %s] has no %s", cfg->path, line, sq_opt_sections[s].word,
+                     *(char *const *)obj, o->key);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* What no single key can say: the relations between keys. */
 static bool validate(struct sq_config *cfg, int host_line, char *err, size_t errlen)
 {
     /* A session setting would stay on whichever server session the pooler
@@ -854,13 +534,8 @@ static bool validate(struct sq_config *cfg, int host_line, char *err, size_t err
                  host_line, (long long)cfg->heartbeat_ms, (long long)cfg->lease_ms);
         return false;
     }
-    for (size_t i = 0; i < cfg->nplugins; i++) {
-        if (!cfg->plugins[i].path) {
-            snprintf(err, errlen, "%s:%d: [plugin %s] has no path", cfg->path, cfg->plugins[i].line,
-                     cfg->plugins[i].name);
-            return false;
-        }
-    }
+    if (!check_required(cfg, SQ_SECT_PLUGIN, err, errlen))
+        return false;
     for (size_t i = 0; i < cfg->nkinds; i++) {
         const struct sq_kind_conf *k = &cfg->kinds[i];
         if (k->backoff_base_ms > k->backoff_cap_ms) {
@@ -874,18 +549,10 @@ static bool validate(struct sq_config *cfg, int host_line, char *err, size_t err
             return false;
         }
     }
+    if (!check_required(cfg, SQ_SECT_CRON, err, errlen))
+        return false;
     for (size_t i = 0; i < cfg->ncrons; i++) {
         struct sq_cron_conf *k = &cfg->crons[i];
-        const char *missing = !k->schedule ? "schedule" : !k->kind ? "kind" : NULL;
-        if (missing) {
-            snprintf(err, errlen, "%s:%d: [cron %s] has no %s", cfg->path, k->line, k->name, missing);
-            return false;
-        }
-        if ((!k->timezone && !(k->timezone = strdup("UTC"))) || (!k->queue && !(k->queue = strdup("default"))) ||
-            (!k->payload && !(k->payload = strdup("{}")))) {
-            snprintf(err, errlen, "out of memory");
-            return false;
-        }
         if (!k->max_attempts) {
             const struct sq_kind_conf *kc = sq_config_kind(cfg, k->kind);
             k->max_attempts = kc && kc->max_attempts ? kc->max_attempts : 5;
@@ -914,6 +581,25 @@ static void free_ctx(struct parse_ctx *c, char *text, char *norm)
         free(c->sections[i]);
     free(c->sections);
     free(c->section_lines);
+    free(c->slots);
+}
+
+/* A configuration with every default of the fixed sections and of kinds. */
+static struct sq_config *config_new(const char *path)
+{
+    struct sq_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg || !(cfg->path = strdup(path))) {
+        free(cfg);
+        return NULL;
+    }
+    bool ok = sq_options_defaults(SQ_SECT_KIND, &cfg->kind_defaults);
+    for (int s = 0; ok && s < SQ_SECT_COUNT; s++)
+        ok = sq_opt_sections[s].named || sq_options_defaults((enum sq_opt_section)s, cfg);
+    if (!ok) {
+        sq_config_free(cfg);
+        return NULL;
+    }
+    return cfg;
 }
 
 struct sq_config *sq_config_load(const char *path, char *err, size_t errlen)
@@ -921,23 +607,12 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen)
     struct parse_ctx c = {0};
     size_t len = 0;
     char *text = NULL, *norm = NULL;
-    struct sq_config *cfg = calloc(1, sizeof *cfg);
+    struct sq_config *cfg = config_new(path);
     err[0] = '\0';
     if (!cfg) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    cfg->path = strdup(path);
-    cfg->poll_ms = 1000;
-    cfg->lease_ms = 30000;
-    cfg->heartbeat_ms = 10000;
-    cfg->grace_ms = 30000;
-    cfg->log_level = SQ_LOG_INFO;
-    cfg->synchronous_commit = true;
-    cfg->claim_bytes = SQ_CLAIM_BYTES_DEFAULT;
-    cfg->retention_interval_ms = 60000;
-    cfg->retention_batch = 1000;
-    cfg->metrics_unhealthy_ms = 30000;
     c.cfg = cfg;
     c.path = path;
 
@@ -947,6 +622,10 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen)
     norm = prescan(&c, text, len);
     if (!norm) {
         snprintf(err, errlen, "%s:%d: %s", path, c.err_line, c.err);
+        goto fail;
+    }
+    if (!(c.slots = calloc(c.nsections ? c.nsections : 1, sizeof *c.slots))) {
+        snprintf(err, errlen, "%s: out of memory", path);
         goto fail;
     }
     int rc = ini_parse_string(norm, on_entry, &c);
@@ -996,55 +675,31 @@ bool sq_config_check_runnable(const struct sq_config *cfg, char *err, size_t err
 
 const struct sq_kind_conf *sq_config_kind(const struct sq_config *cfg, const char *kind)
 {
-    for (size_t i = 0; i < cfg->nkinds; i++)
-        if (strcmp(cfg->kinds[i].name, kind) == 0)
-            return &cfg->kinds[i];
-    return NULL;
+    return sq_config_find(cfg, SQ_SECT_KIND, kind);
 }
 
-static void free_kv(struct sq_kv *kv, size_t n)
+const struct sq_kind_conf *sq_config_kind_policy(const struct sq_config *cfg, const char *kind)
 {
-    for (size_t i = 0; i < n; i++) {
-        free(kv[i].key);
-        free(kv[i].value);
-    }
-    free(kv);
+    const struct sq_kind_conf *k = sq_config_kind(cfg, kind);
+    return k ? k : &cfg->kind_defaults;
 }
 
 void sq_config_free(struct sq_config *cfg)
 {
     if (!cfg)
         return;
-    free(cfg->path);
-    free_kv(cfg->db, cfg->ndb);
-    free(cfg->listen_conninfo);
-    free(cfg->host_name);
-    free(cfg->metrics_listen);
-    for (size_t i = 0; i < cfg->nplugins; i++) {
-        free(cfg->plugins[i].name);
-        free(cfg->plugins[i].path);
-        free_kv(cfg->plugins[i].kv, cfg->plugins[i].nkv);
+    for (int s = 0; s < SQ_SECT_COUNT; s++) {
+        for (size_t i = 0; i < sq_config_count(cfg, (enum sq_opt_section)s); i++) {
+            void *obj = section_at(cfg, (enum sq_opt_section)s, i);
+            sq_options_free((enum sq_opt_section)s, obj);
+            if (sq_opt_sections[s].named)
+                free(*(char **)obj);
+        }
     }
     free(cfg->plugins);
-    for (size_t i = 0; i < cfg->ngroups; i++) {
-        free(cfg->groups[i].queue);
-        for (size_t k = 0; k < cfg->groups[i].nkinds; k++)
-            free(cfg->groups[i].kinds[k]);
-        free(cfg->groups[i].kinds);
-    }
     free(cfg->groups);
-    for (size_t i = 0; i < cfg->nkinds; i++)
-        free(cfg->kinds[i].name);
     free(cfg->kinds);
-    for (size_t i = 0; i < cfg->ncrons; i++) {
-        struct sq_cron_conf *k = &cfg->crons[i];
-        free(k->name);
-        free(k->schedule);
-        free(k->timezone);
-        free(k->kind);
-        free(k->queue);
-        free(k->payload);
-    }
     free(cfg->crons);
+    free(cfg->path);
     free(cfg);
 }

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "common/cron.h"
+#include "common/options.h"
 
 #define SQ_CONFIG_MAX_LINE 190 /* longest line we accept; inih cuts at 197 */
 #define SQ_MAX_THREADS 256
@@ -25,6 +26,10 @@ struct sq_plugin_conf {
     size_t nkv;
     int line;
 };
+
+/* The structs below are filled through the option table (options.c): a
+ * field's key, default and range are in its row there. A named section's
+ * struct begins with its NAME. */
 
 /* [queue NAME]: one group of threads serving one queue. */
 struct sq_group_conf {
@@ -104,6 +109,7 @@ struct sq_config {
     size_t nkinds;
     struct sq_cron_conf *crons;
     size_t ncrons;
+    struct sq_kind_conf kind_defaults; /* what a kind without [kind NAME] gets */
 };
 
 /* Defaults of the [kind] policy, used for kinds without a section. */
@@ -123,6 +129,14 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen);
 void sq_config_free(struct sq_config *cfg);
 /* The [kind NAME] section for `kind`, or NULL. */
 const struct sq_kind_conf *sq_config_kind(const struct sq_config *cfg, const char *kind);
+/* The policy `kind` runs with: its [kind NAME] section, or the defaults. */
+const struct sq_kind_conf *sq_config_kind_policy(const struct sq_config *cfg, const char *kind);
+/* Any section, for code that walks the option table: how many structs
+ * section s has (1 for [database], [host], [retention], [metrics], whose
+ * struct is cfg itself), the i-th, and a named one by NAME (or NULL). */
+size_t sq_config_count(const struct sq_config *cfg, enum sq_opt_section s);
+const void *sq_config_section(const struct sq_config *cfg, enum sq_opt_section s, size_t i);
+const void *sq_config_find(const struct sq_config *cfg, enum sq_opt_section s, const char *name);
 /* Check what `skipq run` needs beyond a parsable file (groups, plugins). */
 bool sq_config_check_runnable(const struct sq_config *cfg, char *err, size_t errlen);
 

@@ -123,16 +123,21 @@ static bool add_pin(struct sq_dbparams *p)
     return add(p, "options", p->options);
 }
 
+const struct sq_db_default sq_db_defaults[] = {
+    {"connect_timeout", "10"},    {"keepalives", "1"},        {"keepalives_idle", "10"},
+    {"keepalives_interval", "5"}, {"keepalives_count", "3"}, {"tcp_user_timeout", "30000"},
+    {NULL, NULL},
+};
+
 bool sq_dbparams_build(struct sq_dbparams *p, const struct sq_config *cfg, const char *flag,
                        const char *application_name)
 {
     memset(p, 0, sizeof *p);
     p->pin_at = -1;
     atomic_init(&p->pin_refused, false);
-    bool ok = add(p, "application_name", application_name ? application_name : "skipq") &&
-              add(p, "connect_timeout", "10") && add(p, "keepalives", "1") && add(p, "keepalives_idle", "10") &&
-              add(p, "keepalives_interval", "5") && add(p, "keepalives_count", "3") &&
-              add(p, "tcp_user_timeout", "30000");
+    bool ok = add(p, "application_name", application_name ? application_name : "skipq");
+    for (const struct sq_db_default *d = sq_db_defaults; ok && d->keyword; d++)
+        ok = add(p, d->keyword, d->value);
     const char *url = getenv("DATABASE_URL");
     if (flag && *flag)
         ok = ok && add(p, "dbname", flag);

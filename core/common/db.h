@@ -31,6 +31,12 @@ struct sq_dbparams {
  */
 bool sq_dbparams_build(struct sq_dbparams *p, const struct sq_config *cfg, const char *flag,
                        const char *application_name);
+/* skipq's defaults for libpq keywords (after application_name), ending
+ * with {NULL, NULL}; the configuration reference shows them. */
+struct sq_db_default {
+    const char *keyword, *value;
+};
+extern const struct sq_db_default sq_db_defaults[];
 void sq_dbparams_free(struct sq_dbparams *p);
 
 /* Does a session made from p start with skipq's search_path? */

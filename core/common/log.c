@@ -9,7 +9,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,17 +18,6 @@ static _Thread_local char thread_name[16] = "main";
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
 void sq_log_set_level(int level) { sq_log_threshold = level; }
-
-int sq_log_level_parse(const char *s)
-{
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    for (int i = 0; i < 4; i++)
-        if (strcasecmp(s, names[i]) == 0)
-            return i;
-    if (strcasecmp(s, "warning") == 0)
-        return SQ_LOG_WARN;
-    return -1;
-}
 
 const char *sq_log_level_name(int level)
 {

@@ -10,8 +10,6 @@ enum sq_log_level { SQ_LOG_ERROR = 0, SQ_LOG_WARN = 1, SQ_LOG_INFO = 2, SQ_LOG_D
 extern _Atomic int sq_log_threshold; /* SIGHUP may change it */
 
 void sq_log_set_level(int level);
-/* Parse "error|warn|info|debug"; -1 if unknown. */
-int sq_log_level_parse(const char *s);
 const char *sq_log_level_name(int level);
 /* Name shown for the calling thread ("main", "w3", "hb"); copied. */
 void sq_log_set_thread(const char *name);

@@ -35,6 +35,7 @@
 #include "host/notify.h"
 #include "host/plugin.h"
 #include "host/queue.h"
+#include "host/reload.h"
 #include "host/scheduler.h"
 #include "skipq/skipq.h"
 #include "common/util.h"

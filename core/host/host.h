@@ -141,9 +141,6 @@ extern const double sq_duration_bounds[SQ_DURATION_BUCKETS];
  * On false, `why` says what is wrong.
  */
 bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *why, size_t whylen);
-/* reload.c: SIGHUP. Re-read the INI file, apply what can change live, log
- * what needs a restart; a bad file changes nothing. */
-void sq_host_reload(struct sq_host *h);
 /* Set a kind's live policy from cfg's [kind] section (or the defaults). */
 void sq_kind_policy_set(struct sq_kind_rt *k, const struct sq_config *cfg);
 

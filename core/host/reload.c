@@ -1,30 +1,39 @@
 /*
  * reload.c -- SIGHUP: re-read the INI file of a running host.
  *
- * What can change live is what threads read per job or per wait:
- * [host] log_level, poll_interval and claim_bytes, and each [kind]'s max_attempts,
- * backoff_base, backoff_cap and timeout. Those live in atomics (the log
- * threshold, host->poll_ms, the per-kind table), so worker threads see the
- * new values on their next read with no lock and no race. Everything else
- * is baked into connections, threads, loaded plugins or the claim's lease
- * array; a difference there is logged as needing a restart, naming the key,
- * and left alone. The comparison is always against what the host started
- * with, so a pending restart is mentioned again on every reload.
+ * Which keys change live is a column of the option table (SQ_OPT_LIVE in
+ * common/options.c), the same column the configuration reference lists.
+ * Those are what threads read per job or per wait, kept in atomics (the
+ * log threshold, host->poll_ms, the claim budget, the per-kind table), so
+ * worker threads see the new values on their next read with no lock and no
+ * race; live[] below says where each one goes. Every other key is baked into
+ * connections, threads, loaded plugins, the claim's lease array or the
+ * start-up registration of limits and schedules: the diff walks the table,
+ * and a difference there is logged as needing a restart, naming the key, and
+ * left alone. The comparison is always against what the host started with,
+ * so a pending restart is mentioned again on every reload. A kind without
+ * a [kind NAME] section compares as the defaults; a queue, plugin or
+ * schedule that comes or goes is named as added or removed.
  *
  * A file that does not load (syntax, unknown key, bad value) changes
  * nothing: the FILE:LINE error is logged and the running settings stay.
- * Values of [database] and [plugin] keys are never logged (secrets).
+ * Values of restart-only keys are never logged; [database] and [plugin]
+ * keys are compared as one list each and named by their section only
+ * (their values may be secrets).
  */
+#include "host/reload.h"
+
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/config.h"
-#include "host/host.h"
 #include "common/log.h"
+#include "common/options.h"
+#include "host/host.h"
 #include "host/notify.h"
 #include "host/queue.h"
-#include "common/util.h"
 
 struct tally {
     int applied, restart;
@@ -36,163 +45,214 @@ static void needs_restart(struct tally *t, const char *what)
     t->restart++;
 }
 
-static bool same_str(const char *a, const char *b)
-{
-    return (!a && !b) || (a && b && strcmp(a, b) == 0);
-}
+/* ---- what needs a restart ------------------------------------------------------ */
 
-static bool same_kv(const struct sq_kv *a, size_t na, const struct sq_kv *b, size_t nb)
+/* Every restart-only row of section s, between a and b (either may be a
+ * section's defaults). */
+static void diff_struct(struct tally *t, enum sq_opt_section s, const char *sect, const void *a, const void *b)
 {
-    if (na != nb)
-        return false;
-    for (size_t i = 0; i < na; i++)
-        if (strcmp(a[i].key, b[i].key) != 0 || strcmp(a[i].value, b[i].value) != 0)
-            return false;
-    return true;
-}
-
-static void cmp_num(struct tally *t, const char *what, int64_t old, int64_t now)
-{
-    if (old != now)
-        needs_restart(t, what);
-}
-
-static void diff_host(struct tally *t, const struct sq_config *o, const struct sq_config *n)
-{
-    if (!same_kv(o->db, o->ndb, n->db, n->ndb))
-        needs_restart(t, "[database]");
-    if (!same_str(o->host_name, n->host_name))
-        needs_restart(t, "[host] name");
-    cmp_num(t, "[host] lease", o->lease_ms, n->lease_ms);
-    cmp_num(t, "[host] heartbeat", o->heartbeat_ms, n->heartbeat_ms);
-    cmp_num(t, "[host] shutdown_grace", o->grace_ms, n->grace_ms);
-    if (o->synchronous_commit != n->synchronous_commit)
-        needs_restart(t, "[host] synchronous_commit");
-    cmp_num(t, "[retention] done", o->keep_done_ms, n->keep_done_ms);
-    cmp_num(t, "[retention] dead", o->keep_dead_ms, n->keep_dead_ms);
-    cmp_num(t, "[retention] cancelled", o->keep_cancelled_ms, n->keep_cancelled_ms);
-    cmp_num(t, "[retention] interval", o->retention_interval_ms, n->retention_interval_ms);
-    cmp_num(t, "[retention] batch", o->retention_batch, n->retention_batch);
-    if (!same_str(o->metrics_listen, n->metrics_listen))
-        needs_restart(t, "[metrics] listen");
-    cmp_num(t, "[metrics] unhealthy_after", o->metrics_unhealthy_ms, n->metrics_unhealthy_ms);
-}
-
-static void diff_plugins(struct tally *t, const struct sq_config *o, const struct sq_config *n)
-{
+    const struct sq_option *pass = sq_option_pass(s);
     char what[200];
-    for (size_t i = 0; i < o->nplugins; i++) {
-        const struct sq_plugin_conf *a = &o->plugins[i], *b = NULL;
-        for (size_t j = 0; j < n->nplugins && !b; j++)
-            if (strcmp(n->plugins[j].name, a->name) == 0)
-                b = &n->plugins[j];
-        snprintf(what, sizeof what, "[plugin %s]%s", a->name, b ? "" : " (removed)");
-        if (!b || !same_kv(a->kv, a->nkv, b->kv, b->nkv))
-            needs_restart(t, what);
-    }
-    for (size_t j = 0; j < n->nplugins; j++) {
-        bool found = false;
-        for (size_t i = 0; i < o->nplugins && !found; i++)
-            found = strcmp(o->plugins[i].name, n->plugins[j].name) == 0;
-        snprintf(what, sizeof what, "[plugin %s] (added)", n->plugins[j].name);
-        if (!found)
-            needs_restart(t, what);
-    }
-}
-
-static bool same_kinds(const struct sq_group_conf *a, const struct sq_group_conf *b)
-{
-    if (a->nkinds != b->nkinds || !a->kinds != !b->kinds)
-        return false;
-    for (size_t i = 0; i < a->nkinds; i++)
-        if (strcmp(a->kinds[i], b->kinds[i]) != 0)
-            return false;
-    return true;
-}
-
-static void diff_groups(struct tally *t, const struct sq_config *o, const struct sq_config *n)
-{
-    char what[200];
-    for (size_t i = 0; i < o->ngroups; i++) {
-        const struct sq_group_conf *a = &o->groups[i], *b = NULL;
-        for (size_t j = 0; j < n->ngroups && !b; j++)
-            if (strcmp(n->groups[j].queue, a->queue) == 0)
-                b = &n->groups[j];
-        if (!b) {
-            snprintf(what, sizeof what, "[queue %s] (removed)", a->queue);
-            needs_restart(t, what);
+    for (size_t i = 0; i < sq_noptions; i++) {
+        const struct sq_option *o = &sq_options[i];
+        if (o->section != s || (o->flags & SQ_OPT_LIVE) || !sq_option_owns(o) || (pass && o != pass))
             continue;
-        }
-        snprintf(what, sizeof what, "[queue %s] threads", a->queue);
-        if (a->threads != b->threads)
-            needs_restart(t, what);
-        snprintf(what, sizeof what, "[queue %s] batch", a->queue);
-        if (a->batch != b->batch)
-            needs_restart(t, what);
-        snprintf(what, sizeof what, "[queue %s] kinds", a->queue);
-        if (!same_kinds(a, b))
-            needs_restart(t, what);
-    }
-    for (size_t j = 0; j < n->ngroups; j++) {
-        bool found = false;
-        for (size_t i = 0; i < o->ngroups && !found; i++)
-            found = strcmp(o->groups[i].queue, n->groups[j].queue) == 0;
-        snprintf(what, sizeof what, "[queue %s] (added)", n->groups[j].queue);
-        if (!found)
-            needs_restart(t, what);
+        if (sq_option_same(o, a, b))
+            continue;
+        if (o->type == SQ_OPT_LIBPQ || o->type == SQ_OPT_PASS)
+            snprintf(what, sizeof what, "[%s]", sect);
+        else
+            snprintf(what, sizeof what, "[%s] %s", sect, o->key);
+        needs_restart(t, what);
     }
 }
 
-/* A kind's lease is part of each group's claim statement: restart only. */
-static void diff_kind_leases(struct tally *t, const struct sq_config *o, const struct sq_config *n)
+/* A named section of the old file (a) or of the new one (b); the other is
+ * NULL when the section is gone or new, unless defaults stand in for it. */
+static void diff_named_one(struct tally *t, enum sq_opt_section s, const char *name, const void *a, const void *b,
+                           const char *gone)
 {
-    char what[200];
-    for (int pass = 0; pass < 2; pass++) {
-        const struct sq_config *from = pass ? n : o, *other = pass ? o : n;
-        for (size_t i = 0; i < from->nkinds; i++) {
-            const struct sq_kind_conf *a = &from->kinds[i], *b = sq_config_kind(other, a->name);
-            if (pass && b)
-                continue; /* compared in the first pass */
-            snprintf(what, sizeof what, "[kind %s] lease", a->name);
-            if ((a->lease_ms ? a->lease_ms : 0) != (b ? b->lease_ms : 0))
-                needs_restart(t, what);
-        }
-    }
-}
-
-static void live_ms(struct tally *t, const char *what, _Atomic int64_t *cur, int64_t now)
-{
-    int64_t old = atomic_load(cur);
-    if (old == now)
+    char sect[160];
+    snprintf(sect, sizeof sect, "%s %s", sq_opt_sections[s].word, name);
+    if (a && b) {
+        diff_struct(t, s, sect, a, b);
         return;
-    log_info("SIGHUP: %s: %" PRId64 "ms -> %" PRId64 "ms", what, old, now);
-    atomic_store(cur, now);
+    }
+    char what[200];
+    snprintf(what, sizeof what, "[%s] %s", sect, gone);
+    needs_restart(t, what);
+}
+
+static void diff_named(struct tally *t, enum sq_opt_section s, const struct sq_config *o, const struct sq_config *n)
+{
+    void *defaults = NULL;
+    if (sq_opt_sections[s].absent == SQ_ABSENT_DEFAULTS) {
+        defaults = calloc(1, sq_opt_sections[s].size);
+        if (!defaults || !sq_options_defaults(s, defaults)) {
+            log_error("SIGHUP: out of memory comparing [%s] sections", sq_opt_sections[s].word);
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < sq_config_count(o, s); i++) {
+        const void *a = sq_config_section(o, s, i), *b = sq_config_find(n, s, *(char *const *)a);
+        diff_named_one(t, s, *(char *const *)a, a, b ? b : defaults, "(removed)");
+    }
+    for (size_t j = 0; j < sq_config_count(n, s); j++) {
+        const void *b = sq_config_section(n, s, j);
+        if (!sq_config_find(o, s, *(char *const *)b))
+            diff_named_one(t, s, *(char *const *)b, defaults, b, "(added)");
+    }
+done:
+    if (defaults)
+        sq_options_free(s, defaults);
+    free(defaults);
+}
+
+static void diff_restart(struct tally *t, const struct sq_config *o, const struct sq_config *n)
+{
+    for (int s = 0; s < SQ_SECT_COUNT; s++) {
+        if (sq_opt_sections[s].named)
+            diff_named(t, (enum sq_opt_section)s, o, n);
+        else
+            diff_struct(t, (enum sq_opt_section)s, sq_opt_sections[s].word, o, n);
+    }
+}
+
+/* ---- what applies live ---------------------------------------------------------- */
+
+/*
+ * Each live value is reached through one function: it returns the value
+ * the host runs with and, given one, stores the new value.
+ */
+typedef int64_t cell_fn(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store);
+
+static int64_t poll_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+{
+    (void)k;
+    return store ? atomic_exchange(&h->poll_ms, *store) : atomic_load(&h->poll_ms);
+}
+
+static int64_t claim_bytes_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+{
+    (void)h, (void)k;
+    int64_t old = sq_queue_claim_bytes();
+    if (store)
+        sq_queue_set_claim_bytes(*store);
+    return old;
+}
+
+/* Stored by sq_host_reload, last, so its lines are not lost to a quieter level. */
+static int64_t log_level_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+{
+    (void)h, (void)k, (void)store;
+    return atomic_load(&sq_log_threshold);
+}
+
+static int64_t max_attempts_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+{
+    (void)h;
+    return store ? atomic_exchange(&k->max_attempts, (int)*store) : atomic_load(&k->max_attempts);
+}
+
+static int64_t backoff_base_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+{
+    (void)h;
+    return store ? atomic_exchange(&k->backoff_base_ms, *store) : atomic_load(&k->backoff_base_ms);
+}
+
+static int64_t backoff_cap_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+{
+    (void)h;
+    return store ? atomic_exchange(&k->backoff_cap_ms, *store) : atomic_load(&k->backoff_cap_ms);
+}
+
+static int64_t timeout_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+{
+    (void)h;
+    return store ? atomic_exchange(&k->timeout_ms, *store) : atomic_load(&k->timeout_ms);
+}
+
+static const char *show_log_level(int64_t v)
+{
+    return sq_log_level_name((int)v);
+}
+
+/* Where each live row of the option table goes, in the order the log
+ * reports them; [kind] rows apply to every kind this host runs. */
+static const struct live {
+    enum sq_opt_section section;
+    const char *key;
+    cell_fn *cell;
+    const char *(*show)(int64_t v); /* NULL: the number (and "ms" for a duration) */
+    const char *note;
+} live[] = {
+    {SQ_SECT_HOST, "poll_interval", poll_cell, NULL, NULL},
+    {SQ_SECT_HOST, "claim_bytes", claim_bytes_cell, NULL, NULL},
+    {SQ_SECT_KIND, "max_attempts", max_attempts_cell, NULL,
+     "(for jobs enqueued with `skipq enqueue -c`; 0 = the schema's default)"},
+    {SQ_SECT_KIND, "backoff_base", backoff_base_cell, NULL, NULL},
+    {SQ_SECT_KIND, "backoff_cap", backoff_cap_cell, NULL, NULL},
+    {SQ_SECT_KIND, "timeout", timeout_cell, NULL, NULL},
+    {SQ_SECT_HOST, "log_level", log_level_cell, show_log_level, NULL},
+};
+#define NLIVE (sizeof live / sizeof live[0])
+
+static void show(const struct live *l, const struct sq_option *o, int64_t v, char *buf, size_t n)
+{
+    if (l->show)
+        snprintf(buf, n, "%s", l->show(v));
+    else
+        snprintf(buf, n, "%" PRId64 "%s", v, o->type == SQ_OPT_DURATION ? "ms" : "");
+}
+
+/* One live value: log and store it if it changed. */
+static void apply(struct tally *t, struct sq_host *h, struct sq_kind_rt *k, const struct live *l, const void *obj)
+{
+    char what[200], was[64], now[64];
+    const struct sq_option *o = sq_option_find(l->section, l->key);
+    int64_t old = l->cell(h, k, NULL), v = sq_option_int(o, obj);
+    if (old == v)
+        return;
+    snprintf(what, sizeof what, "[%s%s%s] %s", sq_opt_sections[l->section].word, k ? " " : "", k ? k->name : "",
+             l->key);
+    show(l, o, old, was, sizeof was);
+    show(l, o, v, now, sizeof now);
+    log_info("SIGHUP: %s: %s -> %s%s%s%s", what, was, now, o->type == SQ_OPT_SIZE ? " bytes" : "", l->note ? " " : "",
+             l->note ? l->note : "");
+    l->cell(h, k, &v);
     t->applied++;
 }
 
-/* The live per-kind policy: every kind this host runs. */
-static void apply_kinds(struct tally *t, struct sq_host *h, const struct sq_config *n)
+static void apply_live(struct tally *t, struct sq_host *h, const struct sq_config *n)
 {
-    char what[200];
-    for (size_t i = 0; i < h->nkinds; i++) {
-        struct sq_kind_rt *k = &h->kinds[i];
-        const struct sq_kind_conf *kc = sq_config_kind(n, k->name);
-        int max = kc ? kc->max_attempts : 0;
-        int old = atomic_load(&k->max_attempts);
-        if (old != max) {
-            log_info("SIGHUP: [kind %s] max_attempts: %d -> %d (for jobs enqueued with `skipq enqueue -c`; "
-                     "0 = the schema's default)",
-                     k->name, old, max);
-            atomic_store(&k->max_attempts, max);
-            t->applied++;
+    for (size_t i = 0; i < NLIVE; i++) {
+        if (live[i].section != SQ_SECT_KIND) {
+            apply(t, h, NULL, &live[i], n);
+            continue;
         }
-        snprintf(what, sizeof what, "[kind %s] backoff_base", k->name);
-        live_ms(t, what, &k->backoff_base_ms, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS);
-        snprintf(what, sizeof what, "[kind %s] backoff_cap", k->name);
-        live_ms(t, what, &k->backoff_cap_ms, kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS);
-        snprintf(what, sizeof what, "[kind %s] timeout", k->name);
-        live_ms(t, what, &k->timeout_ms, kc ? kc->timeout_ms : 0);
+        if (i > 0 && live[i - 1].section == SQ_SECT_KIND)
+            continue; /* the kinds' rows went together, kind by kind */
+        for (size_t k = 0; k < h->nkinds; k++)
+            for (size_t j = i; j < NLIVE && live[j].section == SQ_SECT_KIND; j++)
+                apply(t, h, &h->kinds[k], &live[j], sq_config_kind_policy(n, h->kinds[k].name));
     }
+}
+
+const char *sq_reload_check(void)
+{
+    for (size_t i = 0; i < NLIVE; i++) {
+        const struct sq_option *o = sq_option_find(live[i].section, live[i].key);
+        if (!o || !(o->flags & SQ_OPT_LIVE))
+            return live[i].key;
+    }
+    for (size_t i = 0; i < sq_noptions; i++) {
+        bool found = false;
+        for (size_t j = 0; j < NLIVE && !found; j++)
+            found = live[j].section == sq_options[i].section && strcmp(live[j].key, sq_options[i].key) == 0;
+        if ((sq_options[i].flags & SQ_OPT_LIVE) && !found)
+            return sq_options[i].key;
+    }
+    return NULL;
 }
 
 void sq_host_reload(struct sq_host *h)
@@ -207,23 +267,8 @@ void sq_host_reload(struct sq_host *h)
         return;
     }
     struct tally t = {0, 0};
-    diff_host(&t, o, n);
-    diff_plugins(&t, o, n);
-    diff_groups(&t, o, n);
-    diff_kind_leases(&t, o, n);
-    live_ms(&t, "[host] poll_interval", &h->poll_ms, n->poll_ms);
-    int64_t budget = sq_queue_claim_bytes();
-    if (budget != n->claim_bytes) {
-        log_info("SIGHUP: [host] claim_bytes: %" PRId64 " -> %" PRId64 " bytes", budget, n->claim_bytes);
-        sq_queue_set_claim_bytes(n->claim_bytes);
-        t.applied++;
-    }
-    apply_kinds(&t, h, n);
-    int level = atomic_load(&sq_log_threshold);
-    if (level != n->log_level) {
-        log_info("SIGHUP: [host] log_level: %s -> %s", sq_log_level_name(level), sq_log_level_name(n->log_level));
-        t.applied++;
-    }
+    diff_restart(&t, o, n);
+    apply_live(&t, h, n);
     log_info("SIGHUP: configuration reloaded: %d change(s) applied, %d need a restart", t.applied, t.restart);
     sq_log_set_level(n->log_level); /* last, so the lines above are not lost to a quieter level */
     sq_notify_status("running: %d worker thread(s); reloaded, %d change(s) applied, %d need a restart", h->nworkers,
