@@ -51,22 +51,6 @@ static void expect_refused(const char *file, const char *text, const char *const
     sq_config_free(cfg);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(f);
-    fclose(m);
-    return buf;
-}
-
 /* ---- in-process: sq_plugins_load ------------------------------------------------ */
 
 Test(plugin, good_plugins_load_and_register_their_kinds, .timeout = 60)
@@ -163,7 +147,7 @@ Test(plugin, text_file_named_so_is_refused, .timeout = 60)
 
 Test(plugin, truncated_plugin_is_refused, .timeout = 60)
 {
-    char *whole = slurp(PLUGIN("testkit"));
+    char *whole = th_read_file(PLUGIN("testkit"));
     char path[600];
     snprintf(path, sizeof path, "%s/truncated.so", th_tmpdir());
     FILE *f = fopen(path, "wb");
@@ -282,7 +266,7 @@ static int run_host(const char *ini, char **log)
         th_host_stop(pid, 5000);
     char path[700];
     snprintf(path, sizeof path, "%s.log", ini);
-    *log = slurp(path);
+    *log = th_read_file(path);
     return st;
 }
 
@@ -327,7 +311,7 @@ Test(plugin_run, good_plugins_run_their_jobs, .timeout = 60)
     int st = th_host_stop(pid, 10000);
     char path[700];
     snprintf(path, sizeof path, "%s.log", ini);
-    char *log = slurp(path);
+    char *log = th_read_file(path);
     cr_expect_eq(done, 2, "jobs %lld (test) and %lld (noop) not both done; log:\n%s", (long long)t, (long long)n,
                  log);
     cr_expect_eq(st, 0, "host exited %d; log:\n%s", st, log);
@@ -362,7 +346,7 @@ Test(plugin_run, text_file_named_so, .timeout = 60)
 
 Test(plugin_run, truncated_plugin, .timeout = 60)
 {
-    char *whole = slurp(PLUGIN("testkit"));
+    char *whole = th_read_file(PLUGIN("testkit"));
     char path[600];
     snprintf(path, sizeof path, "%s/truncated.so", th_tmpdir());
     FILE *f = fopen(path, "wb");
