@@ -7,7 +7,9 @@
  * plugin, the path and what exactly is wrong; each safe variant must load.
  *
  * The tests run as root, like the rest of the suite: the "owned by another
- * user" cases chown to uid 4242.
+ * user" cases chown to uid 4242. Everything here is in-process (no
+ * database; ctest label nodb); the two cases run through `skipq run` are
+ * in test_plugin_run.c.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -78,35 +80,6 @@ static const char *noop_in(const char *dir)
 }
 
 /* ---- finding 11: never block on a path ---------------------------------------------- */
-
-Test(plugin_safety, a_fifo_at_the_plugin_path_stops_the_host_at_once, .timeout = 60)
-{
-    struct th_db db;
-    th_db_new(&db);
-    int64_t id = th_enqueue(db.conn, "noop", "{}", NULL, 0, 0);
-    const char *fifo = th_tmp_path("fifo.so");
-    cr_assert_eq(mkfifo(fifo, 0644), 0);
-    char extra[1024];
-    snprintf(extra, sizeof extra, "[plugin fifo]\npath = %s\n\n[queue default]\nthreads = 1\n", fifo);
-    char *ini = th_host_ini(&db, "fifo", NULL, NULL, extra);
-    int64_t start = th_now_ms();
-    pid_t pid = th_host_start(ini);
-    int st = th_wait_exit(pid, 10000);
-    int64_t took = th_now_ms() - start;
-    if (st == -1)
-        kill(pid, SIGKILL); /* SIGTERM is blocked by then: only this ends it */
-    char *log = th_host_log(ini);
-    cr_expect_eq(st, 2, "skipq run exited %d after %lld ms (-1: still running); log:\n%s", st, (long long)took, log);
-    cr_expect_lt(took, 5000, "took %lld ms", (long long)took);
-    cr_expect_not_null(strstr(log, fifo), "%s", log);
-    cr_expect_not_null(strstr(log, "not a regular file (it is a FIFO)"), "%s", log);
-    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND attempts = 0",
-                            (long long)id),
-                 1);
-    th_assert_clean_log(ini);
-    free(log);
-    free(ini);
-}
 
 Test(plugin_safety, devices_directories_and_sockets_are_not_plugins, .timeout = 30)
 {
@@ -272,40 +245,6 @@ Test(plugin_safety, ld_library_path_directories_follow_the_same_rules, .timeout 
     setenv("LD_LIBRARY_PATH", missing, 1);
     cr_assert_eq(chdir("/"), 0);
     expect_loads("safe", FIXTURE("rpath_safe"), "rpath");
-}
-
-Test(plugin_safety, skipq_run_refuses_a_world_writable_runpath_and_warns_about_the_loader_environment,
-     .timeout = 60)
-{
-    th_rpath_dirs();
-    struct th_db db;
-    th_db_new(&db);
-    int64_t id = th_enqueue(db.conn, "rpath", "{}", NULL, 0, 0);
-    char *ini = th_host_ini(&db, "open", NULL, NULL,
-                            "[plugin open]\npath = " FIXTURE("rpath_open") "\n\n[queue default]\nthreads = 1\n");
-    pid_t pid = th_host_start(ini);
-    int st = th_wait_exit(pid, 20000);
-    char *log = th_host_log(ini);
-    cr_expect_eq(st, 2, "exit %d; log:\n%s", st, log);
-    cr_expect_not_null(strstr(log, "RUNPATH entry \"" RPATH_DIR "/open\""), "%s", log);
-    free(log);
-
-    /* the safe one runs its job; LD_LIBRARY_PATH set as root is worth a warning */
-    setenv("LD_LIBRARY_PATH", RPATH_DIR "/safe", 1);
-    ini = th_host_ini(&db, "safe", NULL, NULL,
-                      "[plugin safe]\npath = " FIXTURE("rpath_safe") "\n\n[queue default]\nthreads = 1\n");
-    pid = th_host_start(ini);
-    unsetenv("LD_LIBRARY_PATH");
-    char sql[200];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = 'done'", (long long)id);
-    cr_expect_eq(th_wait_scalar(db.conn, 1, 20000, sql), 1);
-    cr_expect_eq(th_host_stop(pid, 10000), 0);
-    log = th_host_log(ini);
-    if (geteuid() == 0)
-        cr_expect_not_null(strstr(log, "LD_LIBRARY_PATH is set (" RPATH_DIR "/safe) and skipq runs as root"), "%s",
-                           log);
-    th_assert_clean_log(ini);
-    free(log);
 }
 
 /* ---- finding 20: crafted ELF files -------------------------------------------------------- */
