@@ -7,7 +7,7 @@ set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config libpq-dev libinih-dev libcriterion-dev
       postgresql-15 postgresql-client-15 pgbouncer procps
-      libmicrohttpd-dev libsystemd-dev curl)
+      libmicrohttpd-dev libsystemd-dev curl clang-14 libclang-rt-14-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # scripts/test.sh -- the full test suite, as CI runs it: install what is
 # missing, start a throwaway PostgreSQL of our own, then build and run every
-# Criterion suite three times over:
+# Criterion suite three times over, and fuzz:
 #   1. the release build (what ships);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer (every suite);
-#   3. ThreadSanitizer (the threaded suites: hosts, hammer, faults, pooler).
+#   3. ThreadSanitizer (the threaded suites, ctest label tsan: hosts,
+#      hammer, faults, chaos, metrics, systemd, reload, pooler, cron, limits);
+#   4. fuzz: each libFuzzer target for SKIPQ_FUZZ_SECONDS (60) under
+#      ASan+UBSan (scripts/fuzz.sh).
 # Any sanitizer report in a test or in a host's log fails the run.
 #
 #   scripts/test.sh                  everything
 #   SKIPQ_VARIANTS="release" scripts/test.sh     only some builds
 #   SKIPQ_HAMMER_SCALE=10 scripts/test.sh        bigger hammer runs
+#   SKIPQ_FUZZ_SECONDS=600 scripts/test.sh       longer fuzzing
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 "$root/scripts/deps.sh"
 
-variants=${SKIPQ_VARIANTS:-"release asan tsan"}
+variants=${SKIPQ_VARIANTS:-"release asan tsan fuzz"}
 pgdir=${SKIPQ_PGDIR:-/tmp/skipq-test-pg-$$}
 trap '"$root/scripts/pg.sh" destroy "$pgdir" >/dev/null 2>&1 || true' EXIT
 
@@ -36,9 +40,13 @@ failed=0
 for v in $variants; do
     dir="$root/build-test-$v"
     case $v in
-        release) san=""; regex="" ;;
-        asan) san="address"; regex="" ;;
-        tsan) san="thread"; regex="smoke|lifecycle|hammer|faults|chaos|metrics|systemd|reload|pooler|cron|limits" ;;
+        release) san=""; label="" ;;
+        asan) san="address"; label="" ;;
+        tsan) san="thread"; label="tsan" ;;
+        fuzz)
+            echo "test.sh: === fuzz ==="
+            SKIPQ_FUZZ_DIR="$root/build-test-fuzz" "$root/scripts/fuzz.sh" "${SKIPQ_FUZZ_SECONDS:-60}" || failed=1
+            continue ;;
         *) echo "test.sh: unknown variant $v" >&2; exit 2 ;;
     esac
     echo "test.sh: === $v build ==="
@@ -58,8 +66,8 @@ for v in $variants; do
         # Full hammer sizes in the release build; a third of them under the
         # sanitizers, which run 2-10x slower (SKIPQ_HAMMER_SCALE overrides).
         if [ "$v" != release ]; then export SKIPQ_HAMMER_SCALE=${SKIPQ_HAMMER_SCALE:-0.3}; fi
-        if [ -n "$regex" ]; then
-            ctest --output-on-failure -R "$regex"
+        if [ -n "$label" ]; then
+            ctest --output-on-failure -L "$label"
         else
             ctest --output-on-failure
         fi

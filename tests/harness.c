@@ -1,25 +1,24 @@
-/* harness.c -- see harness.h. */
+/*
+ * harness.c -- see harness.h: databases, queries and waits, files, host
+ * processes, the CLI, and the invariants. The extra servers (a private
+ * cluster, pgbouncer) are in harness_servers.c.
+ */
 #include "harness.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include "skipq/skipq.h"
 
@@ -286,33 +285,49 @@ int th_host_stop(pid_t pid, int timeout_ms)
     return st;
 }
 
-static char *slurp(const char *path)
+/* Everything left in f, NUL-terminated (malloc'd); closes f. Read to the
+ * end rather than by size, so files still growing (logs) and /proc files
+ * read whole. */
+static char *read_stream(FILE *f)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    cr_assert_not_null(m, "open_memstream: %s", strerror(errno));
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, n, m);
+    fclose(f);
+    fclose(m);
+    return buf;
+}
+
+char *th_slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return strdup("");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
+    return f ? read_stream(f) : strdup("");
+}
+
+char *th_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot read %s", path);
+    return read_stream(f);
 }
 
 char *th_host_log(const char *ini)
 {
     char log[600];
     snprintf(log, sizeof log, "%s.log", ini);
-    return slurp(log);
+    return th_slurp(log);
 }
 
 void th_assert_clean_log(const char *ini)
 {
     char log[600];
     snprintf(log, sizeof log, "%s.log", ini);
-    char *text = slurp(log);
+    char *text = th_slurp(log);
     cr_assert_null(strstr(text, "Sanitizer"), "sanitizer report in %s:\n%s", log, text);
     cr_assert_null(strstr(text, "runtime error:"), "UBSan report in %s:\n%s", log, text);
     free(text);
@@ -348,9 +363,9 @@ int th_cli(char **out, char **err, const char *arg0, ...)
     int st = th_wait_exit(pid, 60000);
     cr_assert_neq(st, -1, "skipq %s did not finish", arg0);
     if (out)
-        *out = slurp(op);
+        *out = th_slurp(op);
     if (err)
-        *err = slurp(ep);
+        *err = th_slurp(ep);
     return st;
 }
 
@@ -450,237 +465,151 @@ char *slurp_log(const struct host *h)
     return th_host_log(h->ini);
 }
 
-/* ---- pgbouncer ------------------------------------------------------------------------ */
+/* ---- queries and waits ------------------------------------------------------------------ */
 
-#define MAX_POOLERS 8
-static pid_t live_poolers[MAX_POOLERS];
-static char pooler_dirs[MAX_POOLERS][128];
-
-/* At exit: kill what still runs and remove the poolers' directories. */
-static void kill_leftover_poolers(void)
+char *th_textf(PGconn *c, const char *fmt, ...)
 {
-    for (int i = 0; i < MAX_POOLERS; i++) {
-        if (live_poolers[i] > 0) {
-            kill(live_poolers[i], SIGKILL);
-            waitpid(live_poolers[i], NULL, 0);
-            live_poolers[i] = 0;
+    char sql[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    PGresult *r = th_query(c, sql);
+    cr_assert(PQntuples(r) == 1 && PQnfields(r) >= 1, "expected one row from: %s", sql);
+    char *v = PQgetisnull(r, 0, 0) ? NULL : strdup(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
+}
+
+void th_expect_text(PGconn *c, const char *want, const char *fmt, ...)
+{
+    char sql[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    char *got = th_textf(c, "%s", sql);
+    if (!want)
+        cr_expect_null(got, "%s: expected NULL, got \"%s\"", sql, got ? got : "");
+    else
+        cr_expect(got && strcmp(got, want) == 0, "%s: expected \"%s\", got \"%s\"", sql, want, got ? got : "NULL");
+    free(got);
+}
+
+const char *th_sqlstate(PGconn *c, const char *sql)
+{
+    static char st[8];
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType s = PQresultStatus(r);
+    const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    snprintf(st, sizeof st, "%s", (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) ? "" : (code ? code : "?"));
+    PQclear(r);
+    return st;
+}
+
+long long th_wait_at_least(PGconn *conn, long long want, int timeout_ms, int poll_ms, struct host *const *hs,
+                           int nh, const char *sql)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        long long v = th_scalar(conn, sql);
+        if (v >= want)
+            return v;
+        for (int i = 0; i < nh; i++) {
+            int st = host_exited(hs[i]);
+            if (st >= 0) {
+                char *log = slurp_log(hs[i]);
+                cr_assert_fail("host %s exited with status %d while waiting for %lld from: %s\n--- log ---\n%s",
+                               hs[i]->name, st, want, sql, log);
+            }
         }
-    }
-    static const char *const files[] = {"pgbouncer.ini", "userlist.txt", "pgbouncer.log", "pgbouncer.out"};
-    for (int i = 0; i < MAX_POOLERS && pooler_dirs[i][0]; i++) {
-        char path[300];
-        for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
-            snprintf(path, sizeof path, "%.127s/%s", pooler_dirs[i], files[f]);
-            unlink(path);
-        }
-        rmdir(pooler_dirs[i]);
+        if (th_now_ms() > end)
+            return v;
+        usleep((useconds_t)poll_ms * 1000);
     }
 }
 
-static void track_pooler(pid_t old, pid_t pid)
+/* ---- roles ------------------------------------------------------------------------------ */
+
+void th_apply_roles(const struct th_db *db)
 {
-    static bool registered;
-    if (!registered)
-        atexit(kill_leftover_poolers);
-    registered = true;
-    for (int i = 0; i < MAX_POOLERS; i++) {
-        if (live_poolers[i] == old) {
-            live_poolers[i] = pid;
-            return;
-        }
-    }
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "psql -qX -v ON_ERROR_STOP=1 \"%s\" -f %s/sql/roles.sql >/dev/null 2>&1",
+             db->conninfo, SKIPQ_SOURCE_DIR);
+    cr_assert_eq(system(cmd), 0, "roles.sql failed");
+    /* Roles are cluster-wide: name them after this test's database. */
+    static const char *const roles[][2] = {
+        {"w", "skipq_worker"}, {"w2", "skipq_worker"}, {"e", "skipq_enqueuer"}, {"b", "skipq_bulk"}};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+        th_execf(db->conn, "DROP ROLE IF EXISTS %s_%s; CREATE ROLE %s_%s LOGIN IN ROLE %s", db->name, roles[i][0],
+                 db->name, roles[i][0], roles[i][1]);
 }
 
-/* A port on 127.0.0.1 that nothing listens on right now. */
-static int free_port(void)
+/* ---- files, commands, sizes ------------------------------------------------------------- */
+
+
+const char *th_tmp_path(const char *rel)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0, "bind: %s", strerror(errno));
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
+    static char bufs[8][700];
+    static int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", th_tmpdir(), rel);
+    return b;
 }
 
-/* The test server's host and port, from $SKIPQ_TEST_DB. */
-static void server_address(char *host, size_t hlen, char *port, size_t plen)
+void th_sh(const char *fmt, ...)
 {
-    char *msg = NULL;
-    PQconninfoOption *opts = PQconninfoParse(th_admin_conninfo(), &msg);
-    cr_assert_not_null(opts, "SKIPQ_TEST_DB: %s", msg ? msg : "cannot parse");
-    snprintf(host, hlen, "127.0.0.1");
-    snprintf(port, plen, "5432");
-    for (PQconninfoOption *o = opts; o->keyword; o++) {
-        if (o->val && *o->val && strcmp(o->keyword, "host") == 0)
-            snprintf(host, hlen, "%s", o->val);
-        if (o->val && *o->val && strcmp(o->keyword, "port") == 0)
-            snprintf(port, plen, "%s", o->val);
-    }
-    PQconninfoFree(opts);
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    cr_assert_eq(system(cmd), 0, "failed: %s", cmd);
 }
 
-static void write_pooler_files(struct th_pgbouncer *b)
+char *th_id_text(int64_t id)
 {
-    char host[256], port[16], path[300];
-    server_address(host, sizeof host, port, sizeof port);
-    snprintf(path, sizeof path, "%s/pgbouncer.ini", b->dir);
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "cannot write %s", path);
-    fprintf(f,
-            "[databases]\n* = host=%s port=%s\n\n"
-            "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = %d\nunix_socket_dir =\n"
-            "auth_type = trust\nauth_file = %s/userlist.txt\n"
-            "pool_mode = transaction\ndefault_pool_size = %d\nmin_pool_size = 0\nreserve_pool_size = 0\n"
-            "max_client_conn = 500\nserver_login_retry = 1\n"
-            "logfile = %s/pgbouncer.log\n",
-            host, port, b->port, b->dir, b->pool_size, b->dir);
-    fclose(f);
-    snprintf(path, sizeof path, "%s/userlist.txt", b->dir);
-    f = fopen(path, "w");
-    cr_assert_not_null(f, "cannot write %s", path);
-    fprintf(f, "\"postgres\" \"\"\n");
-    fclose(f);
+    char *s = malloc(24);
+    snprintf(s, 24, "%" PRId64, id);
+    return s;
 }
 
-/* In the child: become `postgres` if root (pgbouncer refuses to run as
- * root), die with the test, and run pgbouncer in the foreground. */
-static void exec_pooler(const struct th_pgbouncer *b)
+double th_scale(void)
 {
-    char path[300];
-    snprintf(path, sizeof path, "%s/pgbouncer.out", b->dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-    }
-    if (getuid() == 0) {
-        struct passwd *pw = getpwnam("postgres");
-        if (!pw || setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) {
-            fprintf(stderr, "cannot become user postgres: %s\n", strerror(errno));
-            _exit(126);
-        }
-    }
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* after setuid, which clears it */
-    snprintf(path, sizeof path, "%s/pgbouncer.ini", b->dir);
-    execl("/usr/sbin/pgbouncer", "pgbouncer", path, (char *)NULL);
-    fprintf(stderr, "cannot run /usr/sbin/pgbouncer: %s\n", strerror(errno));
-    _exit(127);
+    const char *s = getenv("SKIPQ_HAMMER_SCALE");
+    if (!s || !*s)
+        return 1.0;
+    char *end;
+    double v = strtod(s, &end);
+    cr_assert(end != s && *end == '\0' && v > 0 && v <= 100, "SKIPQ_HAMMER_SCALE=\"%s\": want a number in (0, 100]",
+              s);
+    return v;
 }
 
-/* Start pgbouncer on b->port; false if it exited (port taken) before
- * accepting connections. */
-static bool launch_pooler(struct th_pgbouncer *b)
+int th_scaled(int base, int min)
 {
-    write_pooler_files(b);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0)
-        exec_pooler(b);
-    track_pooler(0, pid);
-    b->pid = pid;
-    char ping[200];
-    snprintf(ping, sizeof ping, "host=127.0.0.1 port=%d user=postgres dbname=postgres connect_timeout=2", b->port);
-    int64_t end = th_now_ms() + 20000;
-    while (th_now_ms() < end) {
-        if (th_host_exited(pid) >= 0) {
-            waitpid(pid, NULL, 0);
-            track_pooler(pid, 0);
-            b->pid = 0;
-            return false;
-        }
-        if (PQping(ping) == PQPING_OK)
-            return true;
-        usleep(20000);
-    }
-    char *log = th_pgbouncer_log(b);
-    cr_assert_fail("pgbouncer on port %d did not accept connections within 20 s:\n%s", b->port, log);
-    return false;
+    int n = (int)(base * th_scale() + 0.5);
+    return n < min ? min : n;
 }
 
-void th_pgbouncer_start(struct th_pgbouncer *b, int pool_size)
+/* ---- fixtures --------------------------------------------------------------------------- */
+
+#define RPATH_DIR SKIPQ_FIXTURE_DIR "/rpath"
+
+/* A copy of libsqdep.so with `mode` at dir/libsqdep.so, put in place by
+ * rename: tests running at once each write their own temporary copy. */
+static void place_library(const char *dir, const char *mode)
 {
-    memset(b, 0, sizeof *b);
-    b->pool_size = pool_size;
-    snprintf(b->dir, sizeof b->dir, "/tmp/skipq-pgb-XXXXXX");
-    cr_assert_not_null(mkdtemp(b->dir), "mkdtemp: %s", strerror(errno));
-    for (int i = 0; i < MAX_POOLERS; i++) {
-        if (!pooler_dirs[i][0]) {
-            snprintf(pooler_dirs[i], sizeof pooler_dirs[i], "%s", b->dir);
-            break;
-        }
-    }
-    if (getuid() == 0) {
-        struct passwd *pw = getpwnam("postgres");
-        cr_assert_not_null(pw, "running as root, and there is no user postgres to run pgbouncer as");
-        cr_assert_eq(chown(b->dir, pw->pw_uid, pw->pw_gid), 0, "chown %s: %s", b->dir, strerror(errno));
-    }
-    chmod(b->dir, 0755);
-    for (int attempt = 0; attempt < 5; attempt++) {
-        b->port = free_port();
-        if (launch_pooler(b))
-            return;
-    }
-    char *log = th_pgbouncer_log(b);
-    cr_assert_fail("pgbouncer would not start:\n%s", log);
+    th_sh("cp '%s/safe/libsqdep.so' '%s/libsqdep.so.%d' && chmod %s '%s/libsqdep.so.%d'"
+          " && mv '%s/libsqdep.so.%d' '%s/libsqdep.so'",
+          RPATH_DIR, dir, (int)getpid(), mode, dir, (int)getpid(), dir, (int)getpid(), dir);
 }
 
-void th_pgbouncer_stop(struct th_pgbouncer *b)
+void th_rpath_dirs(void)
 {
-    if (b->pid <= 0)
-        return;
-    kill(b->pid, SIGTERM);
-    int64_t end = th_now_ms() + 10000;
-    while (waitpid(b->pid, NULL, WNOHANG) == 0) {
-        if (th_now_ms() > end) {
-            kill(b->pid, SIGKILL);
-            waitpid(b->pid, NULL, 0);
-            break;
-        }
-        usleep(10000);
-    }
-    track_pooler(b->pid, 0);
-    b->pid = 0;
-}
-
-void th_pgbouncer_restart(struct th_pgbouncer *b)
-{
-    th_pgbouncer_stop(b);
-    /* The port was ours a moment ago; give a slow socket teardown a few tries. */
-    for (int attempt = 0; attempt < 50; attempt++) {
-        if (launch_pooler(b))
-            return;
-        usleep(100000);
-    }
-    char *log = th_pgbouncer_log(b);
-    cr_assert_fail("pgbouncer would not start again on port %d:\n%s", b->port, log);
-}
-
-void th_pgbouncer_db(const struct th_pgbouncer *b, const struct th_db *db, struct th_db *out)
-{
-    memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "%s", db->name);
-    snprintf(out->conninfo, sizeof out->conninfo, "host=127.0.0.1 port=%d user=postgres dbname=%s", b->port,
-             db->name);
-    /* Not th_connect: its SET would stay on whichever server session the
-     * pooler lent, and some tests look at what sessions hold. */
-    out->conn = PQconnectdb(out->conninfo);
-    cr_assert_eq(PQstatus(out->conn), CONNECTION_OK, "connect %s: %s", out->conninfo, PQerrorMessage(out->conn));
-}
-
-char *th_pgbouncer_log(const struct th_pgbouncer *b)
-{
-    char path[300];
-    snprintf(path, sizeof path, "%s/pgbouncer.log", b->dir);
-    char *log = slurp(path);
-    snprintf(path, sizeof path, "%s/pgbouncer.out", b->dir);
-    char *out = slurp(path);
-    size_t n = strlen(log) + strlen(out) + 2;
-    char *both = malloc(n);
-    snprintf(both, n, "%s%s", log, out);
-    free(log);
-    free(out);
-    return both;
+    th_sh("chmod 0755 '%s/safe' && mkdir -p '%s/open' '%s/loose' && chmod 0777 '%s/open' && chmod 0755 '%s/loose'",
+          RPATH_DIR, RPATH_DIR, RPATH_DIR, RPATH_DIR, RPATH_DIR);
+    place_library(RPATH_DIR "/open", "0666");
+    place_library(RPATH_DIR "/loose", "0664");
+    unsetenv("SKIPQ_SQDEP_LOADED");
 }

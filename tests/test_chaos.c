@@ -5,7 +5,7 @@
  * scenario every job must be accounted for and th_check_invariants() holds.
  *
  * The restart scenarios restart the server, so they run on a private
- * PostgreSQL cluster of their own (scripts/pg.sh), never the shared one.
+ * PostgreSQL cluster of their own (th_cluster_start), never the shared one.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -17,73 +17,8 @@
 
 #include "harness.h"
 
-static char private_dir[256];
-
-static void destroy_private(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh destroy %s >/dev/null 2>&1", SKIPQ_SOURCE_DIR, private_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not destroy %s\n", private_dir);
-}
-
-/* Start a private cluster and make it this process's test server. */
-static void use_private_cluster(void)
-{
-    snprintf(private_dir, sizeof private_dir, "/tmp/skipq-chaos-%d", (int)getpid());
-    char conninfo[512] = "";
-    for (int attempt = 0; attempt < 5 && !conninfo[0]; attempt++) {
-        char cmd[700];
-        int port = 57000 + (int)((getpid() * 7 + attempt * 131) % 2000);
-        snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh start %s %d 2>/dev/null", SKIPQ_SOURCE_DIR, private_dir, port);
-        FILE *p = popen(cmd, "r");
-        cr_assert_not_null(p);
-        if (!fgets(conninfo, sizeof conninfo, p))
-            conninfo[0] = '\0';
-        pclose(p);
-    }
-    cr_assert(conninfo[0], "could not start a private PostgreSQL");
-    conninfo[strcspn(conninfo, "\n")] = '\0';
-    atexit(destroy_private);
-    setenv("SKIPQ_TEST_DB", conninfo, 1);
-}
-
-static void restart_server(const char *mode)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh restart %s %s >/dev/null 2>&1", SKIPQ_SOURCE_DIR, private_dir, mode);
-    cr_assert_eq(system(cmd), 0, "pg.sh restart %s failed", mode);
-}
-
-/* A connection that survives server restarts: reconnect on failure. */
-static long long robust_scalar(struct th_db *db, const char *sql)
-{
-    for (int i = 0; i < 100; i++) {
-        if (PQstatus(db->conn) != CONNECTION_OK) {
-            PQfinish(db->conn);
-            db->conn = PQconnectdb(db->conninfo);
-        }
-        PGresult *r = PQexec(db->conn, sql);
-        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-            long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-            PQclear(r);
-            return v;
-        }
-        PQclear(r);
-        usleep(100000);
-    }
-    cr_assert_fail("database unreachable: %s", PQerrorMessage(db->conn));
-    return -1;
-}
-
-static long long wait_robust(struct th_db *db, long long want, int timeout_ms, const char *sql)
-{
-    int64_t end = th_now_ms() + timeout_ms;
-    long long v;
-    while ((v = robust_scalar(db, sql)) != want && th_now_ms() < end)
-        usleep(50000);
-    return v;
-}
+/* The restart scenario's own server (th_cluster_start). */
+static struct th_cluster private_cluster;
 
 static int count_lines_with(const char *path, const char *needle)
 {
@@ -107,7 +42,8 @@ static void enqueue_many(PGconn *c, int n, const char *payload)
 
 Test(chaos, postgres_restarts_fast_and_immediate, .timeout = 300)
 {
-    use_private_cluster();
+    th_cluster_start(&private_cluster, "chaos");
+    th_cluster_use(&private_cluster);
     struct th_db db;
     th_db_new(&db);
     const int jobs = 2000, threads = 8;
@@ -117,17 +53,18 @@ Test(chaos, postgres_restarts_fast_and_immediate, .timeout = 300)
     char *ini = th_host_ini(&db, "restarts", NULL, NULL, extra);
     pid_t pid = th_host_start(ini);
 
-    cr_assert_gt(wait_robust(&db, 1, 60000, "SELECT (count(*) > 100)::int FROM skipq.jobs WHERE status = 'done'"), 0);
-    restart_server("fast");
-    cr_assert_gt(wait_robust(&db, 1, 60000, "SELECT (count(*) > 800)::int FROM skipq.jobs WHERE status = 'done'"), 0,
+    cr_assert_gt(th_wait_robust(&db, 1, 60000, "SELECT (count(*) > 100)::int FROM skipq.jobs WHERE status = 'done'"),
+                 0);
+    th_cluster_restart(&private_cluster, "fast");
+    cr_assert_gt(th_wait_robust(&db, 1, 60000, "SELECT (count(*) > 800)::int FROM skipq.jobs WHERE status = 'done'"), 0,
                  "no progress after a fast restart");
-    restart_server("immediate");
-    long long done = wait_robust(&db, jobs, 120000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'");
+    th_cluster_restart(&private_cluster, "immediate");
+    long long done = th_wait_robust(&db, jobs, 120000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'");
     cr_expect_eq(done, jobs, "only %lld of %d jobs done after two restarts", done, jobs);
     cr_expect_eq(kill(pid, 0), 0, "the host exited when the database went away");
     /* Leases of jobs whose completion was lost in the crash expire and the
      * sweep finishes them; nothing stays running. */
-    wait_robust(&db, 0, 30000, "SELECT count(*) FROM skipq.jobs WHERE status <> 'done'");
+    th_wait_robust(&db, 0, 30000, "SELECT count(*) FROM skipq.jobs WHERE status <> 'done'");
     th_check_invariants(db.conn);
     cr_expect_eq(th_host_stop(pid, 15000), 0);
 

@@ -13,22 +13,6 @@
 
 #define FIXTURE(name) SKIPQ_FIXTURE_DIR "/" name ".so"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(f);
-    fclose(m);
-    return buf;
-}
-
 /* One column of one job as text (malloc'd; "" for NULL). */
 static char *job_field(PGconn *conn, long long id, const char *expr)
 {
@@ -319,7 +303,7 @@ Test(cli_enqueue, extra_argument, .timeout = 60)
 /* Line number (1-based) of the first line of `path` containing `needle`. */
 static int line_of(const char *path, const char *needle)
 {
-    char *text = slurp(path);
+    char *text = th_read_file(path);
     char *at = strstr(text, needle);
     cr_assert_not_null(at, "%s does not contain %s", path, needle);
     int line = 1;
@@ -343,7 +327,7 @@ static void expect_run_refused(const struct th_db *db, const char *ini, long lon
         th_host_stop(pid, 5000);
     char logpath[700];
     snprintf(logpath, sizeof logpath, "%s.log", ini);
-    char *log = slurp(logpath);
+    char *log = th_read_file(logpath);
     cr_expect_eq(st, 2, "skipq run exited %d, not 2; output:\n%s", st, log);
     const char *needles[] = {n1, n2, n3};
     for (int i = 0; i < 3; i++)

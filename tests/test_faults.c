@@ -44,32 +44,6 @@ static bool wait_log(const struct host *h, const char *needle, int timeout_ms)
     return true;
 }
 
-/*
- * Poll `sql` until it returns at least `want` or timeout_ms passes; returns
- * the last value. Fails at once, with the log, if one of `hs` exits meanwhile.
- */
-static long long wait_at_least(PGconn *conn, long long want, int timeout_ms, struct host *const *hs, int nh,
-                               const char *sql)
-{
-    int64_t end = th_now_ms() + timeout_ms;
-    for (;;) {
-        long long v = th_scalar(conn, sql);
-        if (v >= want)
-            return v;
-        for (int i = 0; i < nh; i++) {
-            int st = host_exited(hs[i]);
-            if (st >= 0) {
-                char *log = slurp_log(hs[i]);
-                cr_assert_fail("host %s exited with status %d while waiting for %lld from: %s\n--- log ---\n%s",
-                               hs[i]->name, st, want, sql, log);
-            }
-        }
-        if (th_now_ms() > end)
-            return v;
-        usleep(20000);
-    }
-}
-
 /* Like th_host_ini, with the [host] timings chosen by the test. */
 static char *host_ini_timed(const struct th_db *db, const char *name, const char *lease, const char *grace,
                             const char *extra)
@@ -132,7 +106,7 @@ Test(faults, crash_kill9_orphans_recovered_after_lease, .timeout = 120)
     a.ini = th_host_ini(&db, a.name, NULL, NULL, "[queue default]\nthreads = 4\n");
     struct host *as[] = {&a}, *bs[] = {&b};
     host_start(&a);
-    cr_assert_eq(wait_at_least(c, 4, 30000, as, 1, RUNNING_SQL), 4, "host A never ran 4 jobs at once");
+    cr_assert_eq(th_wait_at_least(c, 4, 30000, 20, as, 1, RUNNING_SQL), 4, "host A never ran 4 jobs at once");
 
     kill(a.pid, SIGKILL);
     th_execf(c, "CREATE TEMP TABLE kill_time AS SELECT now() AS t");
@@ -150,7 +124,7 @@ Test(faults, crash_kill9_orphans_recovered_after_lease, .timeout = 120)
 
     b.ini = th_host_ini(&db, b.name, NULL, NULL, "[queue default]\nthreads = 20\n");
     host_start(&b);
-    cr_assert_eq(wait_at_least(c, 20, 60000, bs, 1, DONE_SQL), 20, "not all jobs done after the crash");
+    cr_assert_eq(th_wait_at_least(c, 20, 60000, 20, bs, 1, DONE_SQL), 20, "not all jobs done after the crash");
     cr_assert_eq(host_stop(&b, 15000), 0, "host B did not stop cleanly");
 
     assert_each_done_once(c);
@@ -194,7 +168,7 @@ Test(faults, sigstop_zombie_is_fenced, .timeout = 120)
     b.ini = th_host_ini(&db, b.name, NULL, NULL, "[queue default]\nthreads = 1\n");
     struct host *as[] = {&a}, *bs[] = {&b};
     host_start(&a);
-    cr_assert_eq(wait_at_least(c, 1, 30000, as, 1, RUNNING_SQL), 1, "host A never claimed the job");
+    cr_assert_eq(th_wait_at_least(c, 1, 30000, 20, as, 1, RUNNING_SQL), 1, "host A never claimed the job");
     kill(a.pid, SIGSTOP);
     int64_t stopped_at = th_now_ms();
     int64_t a_exec = th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id);
@@ -206,7 +180,7 @@ Test(faults, sigstop_zombie_is_fenced, .timeout = 120)
 
     host_start(&b);
     /* B can only take the job once A's lease (3 s) has run out. */
-    cr_assert_eq(wait_at_least(c, 1, 30000, bs, 1, DONE_SQL), 1, "host B did not complete the job");
+    cr_assert_eq(th_wait_at_least(c, 1, 30000, 20, bs, 1, DONE_SQL), 1, "host B did not complete the job");
     int64_t frozen = th_now_ms() - stopped_at;
     cr_assert_gt(frozen, 3000, "B completed the job %lld ms after A froze, before A's 3 s lease ran out",
                  (long long)frozen);
@@ -261,8 +235,8 @@ Test(faults, sigterm_lets_short_jobs_finish, .timeout = 120)
     h.ini = th_host_ini(&db, h.name, NULL, NULL, "[queue default]\nthreads = 4\n"); /* grace 5 s */
     struct host *hs[] = {&h};
     host_start(&h);
-    cr_assert_geq(wait_at_least(c, 8, 30000, hs, 1, DONE_SQL), 8);
-    cr_assert_geq(wait_at_least(c, 1, 30000, hs, 1, RUNNING_SQL), 1);
+    cr_assert_geq(th_wait_at_least(c, 8, 30000, 20, hs, 1, DONE_SQL), 8);
+    cr_assert_geq(th_wait_at_least(c, 1, 30000, 20, hs, 1, RUNNING_SQL), 1);
     /* Jobs running just before the signal (a superset-safe snapshot: any of
      * them that finish before the signal are done too). */
     th_execf(c, "CREATE TEMP TABLE at_term AS SELECT job_id FROM skipq.job_executions WHERE status = 'running'");
@@ -294,7 +268,7 @@ Test(faults, sigterm_lets_short_jobs_finish, .timeout = 120)
     h2.ini = th_host_ini(&db, h2.name, NULL, NULL, "[queue default]\nthreads = 4\n");
     struct host *h2s[] = {&h2};
     host_start(&h2);
-    cr_assert_eq(wait_at_least(c, 50, 60000, h2s, 1, DONE_SQL), 50);
+    cr_assert_eq(th_wait_at_least(c, 50, 60000, 20, h2s, 1, DONE_SQL), 50);
     cr_assert_eq(host_stop(&h2, 15000), 0);
     assert_each_done_once(c);
     cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions"), 50);
@@ -318,7 +292,7 @@ Test(faults, sigterm_releases_long_jobs_after_grace, .timeout = 120)
     b.ini = host_ini_timed(&db, b.name, "30s", "1s", "[queue default]\nthreads = 3\n");
     struct host *hs[] = {&h}, *bs[] = {&b};
     host_start(&h);
-    cr_assert_eq(wait_at_least(c, 3, 30000, hs, 1, RUNNING_SQL), 3);
+    cr_assert_eq(th_wait_at_least(c, 3, 30000, 20, hs, 1, RUNNING_SQL), 3);
     th_execf(c, "CREATE TEMP TABLE a_execs AS SELECT id, job_id FROM skipq.job_executions");
 
     kill(h.pid, SIGTERM);
@@ -345,7 +319,7 @@ Test(faults, sigterm_releases_long_jobs_after_grace, .timeout = 120)
     th_execf(c, "UPDATE skipq.jobs SET payload = '{}'");
     int64_t t1 = th_now_ms();
     host_start(&b);
-    cr_assert_eq(wait_at_least(c, 3, 20000, bs, 1, DONE_SQL), 3, "released jobs were not picked up by host B");
+    cr_assert_eq(th_wait_at_least(c, 3, 20000, 20, bs, 1, DONE_SQL), 3, "released jobs were not picked up by host B");
     fprintf(stderr, "[faults] long jobs: host B finished them %lld ms after it started\n",
             (long long)(th_now_ms() - t1));
     cr_assert_eq(host_stop(&b, 15000), 0);
@@ -373,7 +347,7 @@ Test(faults, second_sigterm_exits_at_once, .timeout = 120)
     b.ini = th_host_ini(&db, b.name, NULL, NULL, "[queue default]\nthreads = 1\n");
     struct host *hs[] = {&h}, *bs[] = {&b};
     host_start(&h);
-    cr_assert_eq(wait_at_least(c, 1, 30000, hs, 1, RUNNING_SQL), 1);
+    cr_assert_eq(th_wait_at_least(c, 1, 30000, 20, hs, 1, RUNNING_SQL), 1);
     int64_t a_exec = th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id);
 
     kill(h.pid, SIGTERM);
@@ -393,7 +367,7 @@ Test(faults, second_sigterm_exits_at_once, .timeout = 120)
                  1);
     th_execf(c, "UPDATE skipq.jobs SET payload = '{}'");
     host_start(&b);
-    cr_assert_eq(wait_at_least(c, 1, 30000, bs, 1, DONE_SQL), 1, "the job did not come back after the lease");
+    cr_assert_eq(th_wait_at_least(c, 1, 30000, 20, bs, 1, DONE_SQL), 1, "the job did not come back after the lease");
     cr_assert_eq(host_stop(&b, 15000), 0);
     assert_each_done_once(c);
     cr_assert_eq(th_scalarf(c,
@@ -419,7 +393,7 @@ Test(faults, connection_loss_is_survived, .timeout = 180)
     h.ini = th_host_ini(&db, h.name, NULL, NULL, "[queue default]\nthreads = 4\n");
     struct host *hs[] = {&h};
     host_start(&h);
-    cr_assert_geq(wait_at_least(c, 1, 30000, hs, 1, DONE_SQL), 1);
+    cr_assert_geq(th_wait_at_least(c, 1, 30000, 20, hs, 1, DONE_SQL), 1);
 
     long long terminated = 0, first_hit = 0;
     for (int i = 0; i < 5; i++) {
@@ -435,7 +409,8 @@ Test(faults, connection_loss_is_survived, .timeout = 180)
     }
     cr_expect_gt(first_hit, 0, "the first pg_terminate_backend round found no host session");
 
-    cr_assert_eq(wait_at_least(c, 500, 120000, hs, 1, DONE_SQL), 500, "not every job finished after the outages");
+    cr_assert_eq(th_wait_at_least(c, 500, 120000, 20, hs, 1, DONE_SQL), 500,
+                 "not every job finished after the outages");
     cr_assert_eq(kill(h.pid, 0), 0);
     cr_assert_eq(host_exited(&h), -1, "the host exited after losing its connections");
     assert_each_done_once(c);
@@ -443,7 +418,8 @@ Test(faults, connection_loss_is_survived, .timeout = 180)
             th_scalar(c, "SELECT count(*) FROM skipq.job_executions"));
     /* Still working: a job enqueued now is run. */
     th_enqueue(c, "test", "{}", NULL, 0, 0);
-    cr_assert_eq(wait_at_least(c, 501, 30000, hs, 1, DONE_SQL), 501, "the host stopped working after the outages");
+    cr_assert_eq(th_wait_at_least(c, 501, 30000, 20, hs, 1, DONE_SQL), 501,
+                 "the host stopped working after the outages");
     cr_assert_eq(host_stop(&h, 15000), 0, "host did not stop cleanly");
     assert_each_done_once(c);
     th_assert_clean_log(h.ini);

@@ -28,56 +28,7 @@
 
 #include "harness.h"
 
-/* ---- hosts ----------------------------------------------------------------------- */
-
 #define MAX_HOSTS 8
-
-/*
- * Poll `sql` every poll_ms until it returns at least `want` or timeout_ms
- * passes; returns the last value. Fails at once, with the host's log, if one
- * of the hosts exits meanwhile.
- */
-static long long wait_at_least(PGconn *conn, long long want, int timeout_ms, int poll_ms, struct host *const *hs,
-                               int nh, const char *sql)
-{
-    int64_t end = th_now_ms() + timeout_ms;
-    for (;;) {
-        long long v = th_scalar(conn, sql);
-        if (v >= want)
-            return v;
-        for (int i = 0; i < nh; i++) {
-            int st = host_exited(hs[i]);
-            if (st >= 0) {
-                char *log = slurp_log(hs[i]);
-                cr_assert_fail("host %s exited with status %d while waiting for %lld from: %s\n--- log ---\n%s",
-                               hs[i]->name, st, want, sql, log);
-            }
-        }
-        if (th_now_ms() > end)
-            return v;
-        usleep((useconds_t)poll_ms * 1000);
-    }
-}
-
-/* ---- sizes ------------------------------------------------------------------------- */
-
-static double hammer_scale(void)
-{
-    const char *s = getenv("SKIPQ_HAMMER_SCALE");
-    if (!s || !*s)
-        return 1.0;
-    char *end;
-    double v = strtod(s, &end);
-    cr_assert(end != s && *end == '\0' && v > 0 && v <= 100, "SKIPQ_HAMMER_SCALE=\"%s\": want a number in (0, 100]",
-              s);
-    return v;
-}
-
-static int scaled(int base, int min)
-{
-    int n = (int)(base * hammer_scale() + 0.5);
-    return n < min ? min : n;
-}
 
 /* ---- queries ----------------------------------------------------------------------- */
 
@@ -259,18 +210,18 @@ Test(hammer, one_host_sixteen_threads, .timeout = 600)
 {
     struct th_db db;
     th_db_new(&db);
-    const long long n = scaled(10000, 100);
+    const long long n = th_scaled(10000, 100);
     char ledger[600];
     snprintf(ledger, sizeof ledger, "%s/hammer1.ledger", th_tmpdir());
     struct host h = {.name = "hammer1"};
     h.ini = th_host_ini(&db, h.name, NULL, ledger, "[queue default]\nthreads = 16\n");
     struct host *hs[] = {&h};
     host_start(&h);
-    cr_assert_geq(wait_at_least(db.conn, 17, 60000, 50, hs, 1, CONNECTED_SQL), 17, "host did not connect");
+    cr_assert_geq(th_wait_at_least(db.conn, 17, 60000, 50, hs, 1, CONNECTED_SQL), 17, "host did not connect");
 
     int64_t t0 = th_now_ms();
     th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, %lld)", n);
-    long long done = wait_at_least(db.conn, n, 300000, 100, hs, 1, DONE_SQL);
+    long long done = th_wait_at_least(db.conn, n, 300000, 100, hs, 1, DONE_SQL);
     int64_t wall = th_now_ms() - t0;
     cr_assert_eq(done, n, "only %lld of %lld jobs done after 300 s", done, n);
     cr_assert_eq(host_stop(&h, 20000), 0, "host did not stop cleanly on SIGTERM");
@@ -287,7 +238,7 @@ Test(hammer, three_hosts_one_ledger, .timeout = 600)
 {
     struct th_db db;
     th_db_new(&db);
-    const long long n = scaled(10000, 150);
+    const long long n = th_scaled(10000, 150);
     char ledger[600];
     snprintf(ledger, sizeof ledger, "%s/hammer2.ledger", th_tmpdir());
     struct host h[3] = {{.name = "hammer2a"}, {.name = "hammer2b"}, {.name = "hammer2c"}};
@@ -297,11 +248,11 @@ Test(hammer, three_hosts_one_ledger, .timeout = 600)
         hs[i] = &h[i];
         host_start(&h[i]);
     }
-    cr_assert_geq(wait_at_least(db.conn, 21, 60000, 50, hs, 3, CONNECTED_SQL), 21, "hosts did not connect");
+    cr_assert_geq(th_wait_at_least(db.conn, 21, 60000, 50, hs, 3, CONNECTED_SQL), 21, "hosts did not connect");
 
     int64_t t0 = th_now_ms();
     th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, %lld)", n);
-    long long done = wait_at_least(db.conn, n, 300000, 100, hs, 3, DONE_SQL);
+    long long done = th_wait_at_least(db.conn, n, 300000, 100, hs, 3, DONE_SQL);
     int64_t wall = th_now_ms() - t0;
     cr_assert_eq(done, n, "only %lld of %lld jobs done after 300 s", done, n);
     for (int i = 0; i < 3; i++)
@@ -341,7 +292,7 @@ Test(hammer, mixed_retries_and_transactions, .timeout = 600)
 {
     struct th_db db;
     th_db_new(&db);
-    const long long n = scaled(3000, 140);
+    const long long n = th_scaled(3000, 140);
     const long long n_fail = n / 10, n_txn = n / 7;
     th_execf(db.conn, "CREATE TABLE public.testkit_effects (job_id bigint, execution_id bigint)");
     char ledger[600];
@@ -353,7 +304,7 @@ Test(hammer, mixed_retries_and_transactions, .timeout = 600)
         h[i].ini = th_host_ini(&db, h[i].name, NULL, ledger, extra);
         host_start(&h[i]);
     }
-    cr_assert_geq(wait_at_least(db.conn, 18, 60000, 50, hs, 2, CONNECTED_SQL), 18, "hosts did not connect");
+    cr_assert_geq(th_wait_at_least(db.conn, 18, 60000, 50, hs, 2, CONNECTED_SQL), 18, "hosts did not connect");
 
     int64_t t0 = th_now_ms();
     th_execf(db.conn,
@@ -365,7 +316,7 @@ Test(hammer, mixed_retries_and_transactions, .timeout = 600)
              n);
     cr_assert_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE payload ? 'fail_times'"), n_fail);
     cr_assert_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE payload ? 'txn'"), n_txn);
-    long long done = wait_at_least(db.conn, n, 300000, 100, hs, 2, DONE_SQL);
+    long long done = th_wait_at_least(db.conn, n, 300000, 100, hs, 2, DONE_SQL);
     int64_t wall = th_now_ms() - t0;
     cr_assert_eq(done, n, "only %lld of %lld jobs done after 300 s", done, n);
     for (int i = 0; i < 2; i++)
@@ -433,7 +384,7 @@ Test(hammer, load_four_hosts_eight_threads, .timeout = 900)
 {
     struct th_db db;
     th_db_new(&db);
-    const long long n = scaled(100000, 1000);
+    const long long n = th_scaled(100000, 1000);
     char ledger[600];
     snprintf(ledger, sizeof ledger, "%s/load.ledger", th_tmpdir());
     struct host h[4] = {{.name = "load-a"}, {.name = "load-b"}, {.name = "load-c"}, {.name = "load-d"}};
@@ -443,11 +394,11 @@ Test(hammer, load_four_hosts_eight_threads, .timeout = 900)
         hs[i] = &h[i];
         host_start(&h[i]);
     }
-    cr_assert_geq(wait_at_least(db.conn, 32, 60000, 50, hs, 4, CONNECTED_SQL), 32, "hosts did not connect");
+    cr_assert_geq(th_wait_at_least(db.conn, 32, 60000, 50, hs, 4, CONNECTED_SQL), 32, "hosts did not connect");
 
     int64_t t0 = th_now_ms();
     th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, %lld)", n);
-    long long done = wait_at_least(db.conn, n, 600000, 200, hs, 4, DONE_SQL);
+    long long done = th_wait_at_least(db.conn, n, 600000, 200, hs, 4, DONE_SQL);
     int64_t wall = th_now_ms() - t0;
     cr_assert_eq(done, n, "only %lld of %lld jobs done after 600 s", done, n);
     for (int i = 0; i < 4; i++)

@@ -39,16 +39,13 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include "common/config.h"
 #include "common/db.h"
@@ -111,17 +108,6 @@ static void exec_file(PGconn *c, const char *name)
               PQerrorMessage(c));
     PQclear(r);
     free(sql);
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 /* ---- the attacker ------------------------------------------------------------------- */
@@ -537,7 +523,7 @@ static void run_workload(struct env *e)
     j.orphan = orphan_a_job(e, app);
 
     char sections[2048];
-    snprintf(sections, sizeof sections, "%s[metrics]\nlisten = 127.0.0.1:%d\n", HOST_SECTIONS, free_port());
+    snprintf(sections, sizeof sections, "%s[metrics]\nlisten = 127.0.0.1:%d\n", HOST_SECTIONS, th_free_port());
     struct host h = {.name = "host"};
     h.ini = host_ini(e, h.name, sections);
     host_start(&h);

@@ -31,34 +31,6 @@ static pid_t start_host(const char *ini)
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static char *textf(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *textf(PGconn *c, const char *fmt, ...)
-{
-    char sql[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    PGresult *r = th_query(c, sql);
-    cr_assert(PQntuples(r) == 1 && PQnfields(r) >= 1, "expected one row from: %s", sql);
-    char *v = strdup(PQgetisnull(r, 0, 0) ? "NULL" : PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return v;
-}
-
-static void expect_text(PGconn *c, const char *want, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void expect_text(PGconn *c, const char *want, const char *fmt, ...)
-{
-    char sql[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    char *got = textf(c, "%s", sql);
-    cr_expect_str_eq(got, want, "%s", sql);
-    free(got);
-}
-
 /* Wait until job `id` has status `status`; fail the test (with the host log
  * path) if it does not within WAIT_MS. */
 static void wait_status(PGconn *c, int64_t id, const char *status, const char *ini)
@@ -68,8 +40,10 @@ static void wait_status(PGconn *c, int64_t id, const char *status, const char *i
              status);
     long long n = th_wait_scalar(c, 1, WAIT_MS, sql);
     if (n != 1) {
-        char *now = textf(c, "SELECT status || ' attempts=' || attempts || ' last_error=' || coalesce(last_error, '')"
-                             " FROM skipq.jobs WHERE id = %" PRId64, id);
+        char *now = th_textf(c,
+                             "SELECT status || ' attempts=' || attempts || ' last_error=' || coalesce(last_error, '')"
+                             " FROM skipq.jobs WHERE id = %" PRId64,
+                             id);
         if (current_host > 0)
             th_host_stop(current_host, 5000);
         current_host = 0;
@@ -91,7 +65,7 @@ static void stop_host(PGconn *conn, pid_t pid, const char *ini)
 /* A job that must never have been touched by a host. */
 static void expect_untouched(PGconn *c, int64_t id)
 {
-    expect_text(c, "pending 0", "SELECT status || ' ' || attempts FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "pending 0", "SELECT status || ' ' || attempts FROM skipq.jobs WHERE id = %" PRId64, id);
     cr_expect_eq(th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %" PRId64, id), 0,
                  "job %" PRId64 " was claimed", id);
 }
@@ -99,14 +73,14 @@ static void expect_untouched(PGconn *c, int64_t id)
 /* Milliseconds between two timestamptz expressions, on the DB clock. */
 static double ms_between(PGconn *c, const char *from, const char *to, int64_t job)
 {
-    char *v = textf(c,
-                    "SELECT extract(epoch FROM (%s) - (%s)) * 1000 FROM skipq.jobs j"
-                    " JOIN skipq.job_executions e1 ON e1.job_id = j.id AND e1.attempt = 1"
-                    " LEFT JOIN skipq.job_executions e2 ON e2.job_id = j.id AND e2.attempt = 2"
-                    " LEFT JOIN skipq.job_executions e3 ON e3.job_id = j.id AND e3.attempt = 3"
-                    " WHERE j.id = %" PRId64,
-                    to, from, job);
-    double d = strtod(v, NULL);
+    char *v = th_textf(c,
+                       "SELECT extract(epoch FROM (%s) - (%s)) * 1000 FROM skipq.jobs j"
+                       " JOIN skipq.job_executions e1 ON e1.job_id = j.id AND e1.attempt = 1"
+                       " LEFT JOIN skipq.job_executions e2 ON e2.job_id = j.id AND e2.attempt = 2"
+                       " LEFT JOIN skipq.job_executions e3 ON e3.job_id = j.id AND e3.attempt = 3"
+                       " WHERE j.id = %" PRId64,
+                       to, from, job);
+    double d = v ? strtod(v, NULL) : 0.0; /* SQL NULL: no such attempt */
     free(v);
     return d;
 }
@@ -125,13 +99,13 @@ Test(lifecycle, retries_with_growing_backoff_then_done, .timeout = 120)
     stop_host(db.conn, pid, ini);
 
     cr_expect_eq(th_scalarf(db.conn, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 3);
-    expect_text(db.conn, "retry,retry,done",
-                "SELECT string_agg(status, ',' ORDER BY attempt) FROM skipq.job_executions WHERE job_id = %" PRId64,
-                id);
-    expect_text(db.conn, "planned failure 1 of 2|planned failure 2 of 2|",
-                "SELECT string_agg(coalesce(error, ''), '|' ORDER BY attempt) FROM skipq.job_executions"
-                " WHERE job_id = %" PRId64,
-                id);
+    th_expect_text(db.conn, "retry,retry,done",
+                   "SELECT string_agg(status, ',' ORDER BY attempt) FROM skipq.job_executions WHERE job_id = %" PRId64,
+                   id);
+    th_expect_text(db.conn, "planned failure 1 of 2|planned failure 2 of 2|",
+                   "SELECT string_agg(coalesce(error, ''), '|' ORDER BY attempt) FROM skipq.job_executions"
+                   " WHERE job_id = %" PRId64,
+                   id);
     /* Retry n waits at least base * 2^(n-1) / 2 (equal jitter): 100 ms, then
      * 200 ms. The next start can only come after run_at, which the failure
      * set from the same now() as its finished_at. */
@@ -159,11 +133,11 @@ Test(lifecycle, backoff_cap_bounds_the_delay, .timeout = 120)
     stop_host(db.conn, pid, ini);
     cr_expect_eq(th_scalarf(db.conn, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 4);
     /* Retry 3 uncapped would be 400 ms ([200, 400] jittered); capped: [75, 150]. */
-    char *v = textf(db.conn,
-                    "SELECT extract(epoch FROM j.run_at - e.finished_at) * 1000 FROM skipq.jobs j"
-                    " JOIN skipq.job_executions e ON e.job_id = j.id AND e.attempt = 3 WHERE j.id = %" PRId64,
-                    id);
-    double delay3 = strtod(v, NULL);
+    char *v = th_textf(db.conn,
+                       "SELECT extract(epoch FROM j.run_at - e.finished_at) * 1000 FROM skipq.jobs j"
+                       " JOIN skipq.job_executions e ON e.job_id = j.id AND e.attempt = 3 WHERE j.id = %" PRId64,
+                       id);
+    double delay3 = v ? strtod(v, NULL) : 0.0;
     free(v);
     cr_expect(delay3 >= 75 - 1 && delay3 <= 150 + 1, "third retry delay %.1f ms ignores backoff_cap = 150ms", delay3);
 }
@@ -181,13 +155,14 @@ Test(lifecycle, always_failing_job_ends_dead, .timeout = 120)
     wait_status(db.conn, probe, "done", ini);
     stop_host(db.conn, pid, ini);
 
-    expect_text(db.conn, "dead 3 3 upstream said no",
-                "SELECT concat_ws(' ', status, attempts, max_attempts, last_error) FROM skipq.jobs WHERE id = %" PRId64,
-                id);
-    expect_text(db.conn, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(db.conn, "retry,retry,dead",
-                "SELECT string_agg(status, ',' ORDER BY attempt) FROM skipq.job_executions WHERE job_id = %" PRId64,
-                id);
+    th_expect_text(db.conn, "dead 3 3 upstream said no",
+                   "SELECT concat_ws(' ', status, attempts, max_attempts, last_error)"
+                   " FROM skipq.jobs WHERE id = %" PRId64,
+                   id);
+    th_expect_text(db.conn, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(db.conn, "retry,retry,dead",
+                   "SELECT string_agg(status, ',' ORDER BY attempt) FROM skipq.job_executions WHERE job_id = %" PRId64,
+                   id);
     cr_expect_eq(th_scalarf(db.conn,
                             "SELECT count(*) FROM skipq.job_executions WHERE job_id = %" PRId64
                             " AND error = 'upstream said no' AND finished_at IS NOT NULL",
@@ -195,10 +170,10 @@ Test(lifecycle, always_failing_job_ends_dead, .timeout = 120)
                  3);
     /* retry_in_ms overrides the kind's backoff (default base 1 s): the failure
      * of attempt 2 set run_at to its own now() + 10 ms. */
-    expect_text(db.conn, "t",
-                "SELECT j.run_at = e.finished_at + interval '10 milliseconds' FROM skipq.jobs j"
-                " JOIN skipq.job_executions e ON e.job_id = j.id AND e.attempt = 2 WHERE j.id = %" PRId64,
-                id);
+    th_expect_text(db.conn, "t",
+                   "SELECT j.run_at = e.finished_at + interval '10 milliseconds' FROM skipq.jobs j"
+                   " JOIN skipq.job_executions e ON e.job_id = j.id AND e.attempt = 2 WHERE j.id = %" PRId64,
+                   id);
 }
 
 Test(lifecycle, permanent_failure_is_dead_after_one_attempt, .timeout = 120)
@@ -212,11 +187,11 @@ Test(lifecycle, permanent_failure_is_dead_after_one_attempt, .timeout = 120)
     int64_t probe = th_enqueue(db.conn, "test", "{}", NULL, -100, 0);
     wait_status(db.conn, probe, "done", ini);
     stop_host(db.conn, pid, ini);
-    expect_text(db.conn, "dead 1 bad input: no Empfänger",
-                "SELECT concat_ws(' ', status, attempts, last_error) FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(db.conn, "dead|bad input: no Empfänger",
-                "SELECT string_agg(status || '|' || error, ',') FROM skipq.job_executions WHERE job_id = %" PRId64,
-                id);
+    th_expect_text(db.conn, "dead 1 bad input: no Empfänger",
+                   "SELECT concat_ws(' ', status, attempts, last_error) FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(db.conn, "dead|bad input: no Empfänger",
+                   "SELECT string_agg(status || '|' || error, ',') FROM skipq.job_executions WHERE job_id = %" PRId64,
+                   id);
 }
 
 /* ---- ordering and timing ----------------------------------------------------------------- */
@@ -271,19 +246,20 @@ Test(lifecycle, delayed_job_waits_for_run_at, .timeout = 120)
     int64_t now_job = th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
     wait_status(db.conn, now_job, "done", ini);
     /* Whenever we look, the delayed job has not started before its run_at. */
-    expect_text(db.conn, "t",
-                "SELECT (status = 'pending' AND attempts = 0) OR now() >= run_at FROM skipq.jobs WHERE id = %lld", id);
+    th_expect_text(db.conn, "t",
+                   "SELECT (status = 'pending' AND attempts = 0) OR now() >= run_at FROM skipq.jobs WHERE id = %lld",
+                   id);
     wait_status(db.conn, id, "done", ini);
     stop_host(db.conn, pid, ini);
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %lld", id), 1);
-    expect_text(db.conn, "t",
-                "SELECT e.started_at >= j.run_at FROM skipq.jobs j JOIN skipq.job_executions e ON e.job_id = j.id"
-                " WHERE j.id = %lld",
-                id);
-    expect_text(db.conn, "t",
-                "SELECT e.started_at >= j.created_at + interval '2 seconds' FROM skipq.jobs j"
-                " JOIN skipq.job_executions e ON e.job_id = j.id WHERE j.id = %lld",
-                id);
+    th_expect_text(db.conn, "t",
+                   "SELECT e.started_at >= j.run_at FROM skipq.jobs j JOIN skipq.job_executions e ON e.job_id = j.id"
+                   " WHERE j.id = %lld",
+                   id);
+    th_expect_text(db.conn, "t",
+                   "SELECT e.started_at >= j.created_at + interval '2 seconds' FROM skipq.jobs j"
+                   " JOIN skipq.job_executions e ON e.job_id = j.id WHERE j.id = %lld",
+                   id);
 }
 
 /* ---- due times: delayed jobs and retries start when due, not at the next poll --------- */
@@ -479,7 +455,7 @@ Test(lifecycle, txn_effects_commit_with_done_and_roll_back_on_failure, .timeout 
 
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM public.testkit_effects WHERE job_id = %" PRId64, ok), 1,
                  "a done transactional job should leave exactly one effects row");
-    expect_text(db.conn, "on/on", "SELECT planner FROM public.testkit_effects WHERE job_id = %" PRId64, ok);
+    th_expect_text(db.conn, "on/on", "SELECT planner FROM public.testkit_effects WHERE job_id = %" PRId64, ok);
     cr_expect_eq(th_scalarf(db.conn,
                             "SELECT count(*) FROM public.testkit_effects f JOIN skipq.job_executions e"
                             " ON e.id = f.execution_id AND e.job_id = f.job_id JOIN skipq.jobs j"
@@ -489,10 +465,10 @@ Test(lifecycle, txn_effects_commit_with_done_and_roll_back_on_failure, .timeout 
                  1, "the effects row is not the done execution's");
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM public.testkit_effects WHERE job_id = %" PRId64, bad), 0,
                  "a failed transactional job left effects behind");
-    expect_text(db.conn, "retry,dead",
-                "SELECT string_agg(status, ',' ORDER BY attempt) FROM skipq.job_executions WHERE job_id = %" PRId64,
-                bad);
-    expect_text(db.conn, "x", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, bad);
+    th_expect_text(db.conn, "retry,dead",
+                   "SELECT string_agg(status, ',' ORDER BY attempt) FROM skipq.job_executions WHERE job_id = %" PRId64,
+                   bad);
+    th_expect_text(db.conn, "x", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, bad);
 }
 
 /*
@@ -518,8 +494,8 @@ Test(lifecycle, failure_with_message_cut_inside_a_character, .timeout = 120)
     wait_status(db.conn, probe, "done", ini);
     wait_status(db.conn, id, "dead", ini);
     stop_host(db.conn, pid, ini);
-    expect_text(db.conn, "dead 1 t",
-                "SELECT concat_ws(' ', status, attempts, last_error LIKE repeat(U&'\\00e9', 100) || '%%')"
-                " FROM skipq.jobs WHERE id = %" PRId64,
-                id);
+    th_expect_text(db.conn, "dead 1 t",
+                   "SELECT concat_ws(' ', status, attempts, last_error LIKE repeat(U&'\\00e9', 100) || '%%')"
+                   " FROM skipq.jobs WHERE id = %" PRId64,
+                   id);
 }

@@ -25,18 +25,6 @@
 #include "harness.h"
 #include "host/queue.h"
 
-/* A port nobody listens on right now. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* GET http://127.0.0.1:port/path with curl; the body (malloc'd) and the
  * HTTP status (0: nothing answered). */
 static char *http_get(int port, const char *path, int *status)
@@ -148,7 +136,7 @@ Test(metrics, exact_counters_histogram_and_gauges, .timeout = 120)
     th_enqueue(db.conn, "test", "{}", "later", 0, 0);
     th_execf(db.conn, "UPDATE skipq.jobs SET run_at = now() - interval '1 hour' WHERE queue = 'later'");
 
-    int port = free_port();
+    int port = th_free_port();
     char *ini = metrics_ini(&db, "counts", port,
                             "[queue default]\nthreads = 2\n\n[queue later]\nkinds = test.other\n");
     pid_t pid = th_host_start(ini);
@@ -209,7 +197,7 @@ Test(metrics, healthz_says_stopping_during_the_grace, .timeout = 120)
     struct th_db db;
     th_db_new(&db);
     th_enqueue(db.conn, "test", "{\"sleep_ms\": 8000}", NULL, 0, 0);
-    int port = free_port();
+    int port = th_free_port();
     char *ini = metrics_ini(&db, "stopping", port, "[queue default]\n");
     pid_t pid = th_host_start(ini);
     cr_assert_eq(th_wait_scalar(db.conn, 1, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'running'"), 1);
@@ -271,7 +259,7 @@ Test(metrics, off_unless_configured, .timeout = 120)
     free(log);
 
     /* and with it, exactly one listening socket */
-    int port = free_port();
+    int port = th_free_port();
     ini = metrics_ini(&db, "on", port, "[queue default]\n");
     pid = th_host_start(ini);
     int status = 0;
@@ -381,7 +369,7 @@ Test(metrics, cancelled_and_lost_are_counted, .timeout = 120)
              (long long)orphan);
     int64_t slow = th_enqueue(db.conn, "test", "{\"sleep_ms\": 60000}", NULL, 0, 0);
 
-    int port = free_port();
+    int port = th_free_port();
     char *ini = metrics_ini(&db, "cancel", port, "[queue default]\nthreads = 2\n");
     pid_t pid = th_host_start(ini);
     char sql[200];
@@ -513,7 +501,7 @@ static int64_t slow_until_closed(struct slow *s, int n)
 static int healthy_host(struct th_db *db, const char *name, pid_t *pid, char **ini)
 {
     th_db_new(db);
-    int port = free_port();
+    int port = th_free_port();
     *ini = metrics_ini(db, name, port, "[queue default]\n");
     *pid = th_host_start(*ini);
     int status = 0;

@@ -10,13 +10,6 @@
 
 #include "harness.h"
 
-static char *id_text(int64_t id)
-{
-    char *s = malloc(24);
-    snprintf(s, 24, "%" PRId64, id);
-    return s;
-}
-
 Test(operate, cancel_running_and_pending_jobs, .timeout = 120)
 {
     struct th_db db;
@@ -31,8 +24,8 @@ Test(operate, cancel_running_and_pending_jobs, .timeout = 120)
     cr_assert_eq(th_wait_scalar(db.conn, 1, 30000, sql), 1);
 
     char *out = NULL, *err = NULL;
-    cr_expect_eq(th_cli(&out, &err, "cancel", id_text(running), id_text(pending), "--db", db.conninfo, NULL), 0, "%s",
-                 err);
+    cr_expect_eq(th_cli(&out, &err, "cancel", th_id_text(running), th_id_text(pending), "--db", db.conninfo, NULL), 0,
+                 "%s", err);
     cr_expect(strstr(out, "2 job(s) cancelled") != NULL, "%s", out);
     /* The handler is told at the next heartbeat and gives up; its attempt
      * ends cancelled, its transactional write is rolled back, never done. */
@@ -59,7 +52,7 @@ Test(operate, cancel_running_and_pending_jobs, .timeout = 120)
     free(err);
 
     /* Finished jobs cannot be cancelled; ids must be ids. */
-    cr_expect_eq(th_cli(&out, NULL, "cancel", id_text(running), "--db", db.conninfo, NULL), 0);
+    cr_expect_eq(th_cli(&out, NULL, "cancel", th_id_text(running), "--db", db.conninfo, NULL), 0);
     cr_expect(strstr(out, "0 job(s) cancelled") != NULL, "%s", out);
     cr_expect_eq(th_cli(NULL, NULL, "cancel", "12x", "--db", db.conninfo, NULL), 2);
     cr_expect_eq(th_cli(NULL, NULL, "cancel", "--db", db.conninfo, NULL), 2);
@@ -99,7 +92,7 @@ Test(operate, retry_dead_jobs_with_filters, .timeout = 120)
     cr_expect_eq(th_cli(&out, NULL, "retry", "--dead", "--since", "2999-01-01", "--db", db.conninfo, NULL), 0);
     cr_expect(strstr(out, "0 job(s)") != NULL, "%s", out);
     free(out);
-    cr_expect_eq(th_cli(&out, NULL, "retry", id_text(one), "--attempts", "3", "--db", db.conninfo, NULL), 0);
+    cr_expect_eq(th_cli(&out, NULL, "retry", th_id_text(one), "--attempts", "3", "--db", db.conninfo, NULL), 0);
     cr_expect(strstr(out, "1 job(s) back to pending") != NULL, "%s", out);
     cr_expect_eq(th_wait_scalar(db.conn, 4, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 4);
     cr_expect_eq(th_scalarf(db.conn, "SELECT max_attempts FROM skipq.jobs WHERE id = %" PRId64, one), 4);
@@ -124,7 +117,7 @@ Test(operate, jobs_list_and_show, .timeout = 120)
     cr_expect_eq(th_host_stop(pid, 15000), 0);
 
     char *out = NULL, *err = NULL;
-    cr_expect_eq(th_cli(&out, &err, "jobs", "show", id_text(a), "--json", "--db", db.conninfo, NULL), 0, "%s", err);
+    cr_expect_eq(th_cli(&out, &err, "jobs", "show", th_id_text(a), "--json", "--db", db.conninfo, NULL), 0, "%s", err);
     cr_expect(strstr(out, "\"status\":\"done\"") != NULL, "%s", out);
     cr_expect(strstr(out, "\"status\":\"retry\"") != NULL, "the retried attempt is missing: %s", out);
     cr_expect(strstr(out, "planned failure 1 of 1") != NULL, "%s", out);

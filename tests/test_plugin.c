@@ -1,9 +1,9 @@
 /*
- * test_plugin.c -- the plugin loader: good plugins load and register their
+ * test_plugin.c -- the plugin loader, in-process through sq_plugins_load()
+ * (no database; ctest label nodb): good plugins load and register their
  * kinds; every kind of bad plugin is refused with a message naming the
- * plugin, the path and the reason. First in-process through
- * sq_plugins_load(), then end to end through `skipq run`, which must exit 2
- * without touching a single job.
+ * plugin, the path and the reason. The same refusals end to end, through
+ * `skipq run`, are in test_plugin_run.c.
  */
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -49,22 +49,6 @@ static void expect_refused(const char *file, const char *text, const char *const
     for (; *needles; needles++)
         cr_expect_not_null(strstr(err, *needles), "error \"%s\" does not mention \"%s\"", err, *needles);
     sq_config_free(cfg);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(f);
-    fclose(m);
-    return buf;
 }
 
 /* ---- in-process: sq_plugins_load ------------------------------------------------ */
@@ -163,7 +147,7 @@ Test(plugin, text_file_named_so_is_refused, .timeout = 60)
 
 Test(plugin, truncated_plugin_is_refused, .timeout = 60)
 {
-    char *whole = slurp(PLUGIN("testkit"));
+    char *whole = th_read_file(PLUGIN("testkit"));
     char path[600];
     snprintf(path, sizeof path, "%s/truncated.so", th_tmpdir());
     FILE *f = fopen(path, "wb");
@@ -268,141 +252,4 @@ Test(plugin, refusal_leaves_nothing_behind, .timeout = 60)
     cr_expect_not_null(sq_plugins_find(ps, "test"));
     sq_plugins_unload(ps);
     sq_config_free(good);
-}
-
-/* ---- end to end: skipq run -------------------------------------------------------- */
-
-/* Run `skipq run -c ini` to completion (killing it after 20 s); returns the
- * exit status and the host's log in *log. */
-static int run_host(const char *ini, char **log)
-{
-    pid_t pid = th_host_start(ini);
-    int st = th_wait_exit(pid, 20000);
-    if (st == -1)
-        th_host_stop(pid, 5000);
-    char path[700];
-    snprintf(path, sizeof path, "%s.log", ini);
-    *log = slurp(path);
-    return st;
-}
-
-/*
- * A host with testkit plus `extra` (more plugins) and a [queue default]
- * must exit 2 with every needle in its log, and must not have touched the
- * job enqueued before it started.
- */
-static void expect_run_refused(const char *name, const char *extra, const char *const *needles)
-{
-    struct th_db db;
-    th_db_new(&db);
-    int64_t id = th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
-    char text[4096];
-    snprintf(text, sizeof text, "%s\n[queue default]\nthreads = 1\n", extra);
-    char *ini = th_host_ini(&db, name, NULL, NULL, text);
-    char *log = NULL;
-    int st = run_host(ini, &log);
-    cr_expect_eq(st, 2, "skipq run exited %d, not 2; log:\n%s", st, log);
-    for (; *needles; needles++)
-        cr_expect_not_null(strstr(log, *needles), "log does not mention \"%s\":\n%s", *needles, log);
-    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = 'pending' "
-                                     "AND attempts = 0",
-                            (long long)id),
-                 1, "the pending job was touched");
-    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 0);
-    th_assert_clean_log(ini);
-    free(log);
-    free(ini);
-}
-
-Test(plugin_run, good_plugins_run_their_jobs, .timeout = 60)
-{
-    struct th_db db;
-    th_db_new(&db);
-    int64_t t = th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
-    int64_t n = th_enqueue(db.conn, "noop", "{}", NULL, 0, 0);
-    char *ini = th_host_ini(&db, "good", NULL, NULL,
-                            "[plugin noop]\npath = " PLUGIN("noop") "\n[queue default]\nthreads = 2\n");
-    pid_t pid = th_host_start(ini);
-    long long done = th_wait_scalar(db.conn, 2, 20000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'");
-    int st = th_host_stop(pid, 10000);
-    char path[700];
-    snprintf(path, sizeof path, "%s.log", ini);
-    char *log = slurp(path);
-    cr_expect_eq(done, 2, "jobs %lld (test) and %lld (noop) not both done; log:\n%s", (long long)t, (long long)n,
-                 log);
-    cr_expect_eq(st, 0, "host exited %d; log:\n%s", st, log);
-    cr_expect_not_null(strstr(log, "loaded plugin \"testkit\""), "%s", log);
-    cr_expect_not_null(strstr(log, "loaded plugin \"noop\""), "%s", log);
-    th_assert_clean_log(ini);
-    free(log);
-    free(ini);
-}
-
-Test(plugin_run, bad_abi, .timeout = 60)
-{
-    const char *needles[] = {"\"future\"", "2.3", "1.0", NULL};
-    expect_run_refused("abi", "[plugin future]\npath = " FIXTURE("bad_abi") "\n", needles);
-}
-
-Test(plugin_run, no_symbol, .timeout = 60)
-{
-    const char *needles[] = {"\"nosym\"", "no_symbol.so", "skipq_plugin_describe", NULL};
-    expect_run_refused("nosym", "[plugin nosym]\npath = " FIXTURE("no_symbol") "\n", needles);
-}
-
-Test(plugin_run, text_file_named_so, .timeout = 60)
-{
-    char *fake = th_write_file("fake.so", "not an ELF file\n");
-    char extra[1024];
-    snprintf(extra, sizeof extra, "[plugin fake]\npath = %s\n", fake);
-    const char *needles[] = {"\"fake\"", fake, NULL};
-    expect_run_refused("fake", extra, needles);
-    free(fake);
-}
-
-Test(plugin_run, truncated_plugin, .timeout = 60)
-{
-    char *whole = slurp(PLUGIN("testkit"));
-    char path[600];
-    snprintf(path, sizeof path, "%s/truncated.so", th_tmpdir());
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(whole, 1, 1000, f), 1000);
-    fclose(f);
-    free(whole);
-    char extra[1024];
-    snprintf(extra, sizeof extra, "[plugin cut]\npath = %s\n", path);
-    const char *needles[] = {"\"cut\"", path, NULL};
-    expect_run_refused("cut", extra, needles);
-}
-
-Test(plugin_run, missing_plugin_file, .timeout = 60)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/gone.so", th_tmpdir());
-    char extra[1024];
-    snprintf(extra, sizeof extra, "[plugin gone]\npath = %s\n", path);
-    const char *needles[] = {"\"gone\"", path, NULL};
-    expect_run_refused("gone", extra, needles);
-}
-
-Test(plugin_run, kind_registered_by_two_plugins, .timeout = 60)
-{
-    const char *needles[] = {"\"test\"", "\"testkit\"", "\"dupper\"", NULL};
-    expect_run_refused("dupkind", "[plugin dupper]\npath = " FIXTURE("dup_kind") "\n", needles);
-}
-
-Test(plugin_run, kind_registered_twice_by_one_plugin, .timeout = 60)
-{
-    const char *needles[] = {"\"dup.self\"", "\"selfish\"", NULL};
-    expect_run_refused("dupself", "[plugin selfish]\npath = " FIXTURE("dup_self") "\n", needles);
-}
-
-Test(plugin_run, init_failure, .timeout = 60)
-{
-    /* the plugin's own log line (through the host, prefixed with its name)
-     * and the host's refusal naming it */
-    const char *needles[] = {"plugin broken: init_fails fixture: refusing to start on purpose", "\"broken\"",
-                             "failed to initialise", NULL};
-    expect_run_refused("initfail", "[plugin broken]\npath = " FIXTURE("init_fails") "\n", needles);
 }

@@ -28,13 +28,6 @@
 
 static const char DONE_SQL[] = "SELECT count(*) FROM skipq.jobs WHERE status = 'done'";
 
-static double hammer_scale(void)
-{
-    const char *s = getenv("SKIPQ_HAMMER_SCALE");
-    double v = s && *s ? strtod(s, NULL) : 1.0;
-    return v > 0 ? v : 1.0;
-}
-
 /* A host INI whose [database] goes through the pooler (`via`), with
  * pooler = transaction unless `pooler` says otherwise, and listen_conninfo
  * when `listen` is not NULL. */
@@ -66,24 +59,6 @@ static int count_in(const char *text, const char *needle)
     return n;
 }
 
-/* Poll sql until it reaches want; fail at once if the host exits. */
-static long long wait_for(PGconn *conn, long long want, int timeout_ms, struct host *const *hs, int nh,
-                          const char *sql)
-{
-    int64_t end = th_now_ms() + timeout_ms;
-    for (;;) {
-        long long v = th_scalar(conn, sql);
-        if (v >= want || th_now_ms() > end)
-            return v;
-        for (int i = 0; i < nh; i++) {
-            int st = host_exited(hs[i]);
-            if (st >= 0)
-                cr_assert_fail("host %s exited with status %d\n--- log ---\n%s", hs[i]->name, st, slurp_log(hs[i]));
-        }
-        usleep(50000);
-    }
-}
-
 /* ---- exactly once through the pooler ---------------------------------------------- */
 
 Test(pooler, hammer_two_hosts_through_pgbouncer, .timeout = 300)
@@ -93,7 +68,7 @@ Test(pooler, hammer_two_hosts_through_pgbouncer, .timeout = 300)
     struct th_pgbouncer pgb;
     th_pgbouncer_start(&pgb, 4);
     th_pgbouncer_db(&pgb, &db, &via);
-    long long n = (long long)(3000 * hammer_scale() + 0.5);
+    long long n = (long long)(3000 * th_scale() + 0.5);
     if (n < 300)
         n = 300;
     const long long n_fail = n / 10, n_txn = n / 7;
@@ -120,7 +95,7 @@ Test(pooler, hammer_two_hosts_through_pgbouncer, .timeout = 300)
     /* 14 client sessions (12 workers, 2 heartbeats) share at most 4 server
      * sessions; the 2 listeners and this test connect directly. */
     long long most = 0;
-    while (wait_for(db.conn, n, 100, hs, 2, DONE_SQL) < n && th_now_ms() - t0 < 240000) {
+    while (th_wait_at_least(db.conn, n, 100, 50, hs, 2, DONE_SQL) < n && th_now_ms() - t0 < 240000) {
         long long s = th_scalar(db.conn, "SELECT count(*) FROM pg_stat_activity"
                                           " WHERE datname = current_database() AND backend_type = 'client backend'");
         most = s > most ? s : most;
@@ -188,7 +163,7 @@ Test(pooler, no_named_statements_on_a_shared_session, .timeout = 120)
     struct host *hs[] = {&h};
     host_start(&h);
     th_execf(via.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, 200)");
-    cr_assert_eq(wait_for(db.conn, 200, 60000, hs, 1, DONE_SQL), 200);
+    cr_assert_eq(th_wait_at_least(db.conn, 200, 60000, 50, hs, 1, DONE_SQL), 200);
     cr_assert_eq(th_scalar(via.conn, "SELECT count(*) FROM pg_prepared_statements"), 0,
                  "pooler = transaction left named statements in the shared server session");
     cr_assert_eq(host_stop(&h, 20000), 0);
@@ -315,7 +290,7 @@ Test(pooler, refuses_a_stricter_default_isolation, .timeout = 60)
     struct host *hs[] = {&d};
     host_start(&d);
     th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
-    cr_assert_eq(wait_for(db.conn, 1, 30000, hs, 1, DONE_SQL), 1);
+    cr_assert_eq(th_wait_at_least(db.conn, 1, 30000, 50, hs, 1, DONE_SQL), 1);
     cr_assert_eq(host_stop(&d, 20000), 0);
     th_pgbouncer_stop(&pgb);
 }
@@ -357,7 +332,7 @@ Test(pooler, listen_conninfo_wakes_an_idle_host, .timeout = 120)
     for (int i = 0; i < 2; i++) {
         int64_t t0 = th_now_ms();
         th_enqueue(via.conn, "test", "{}", NULL, 0, 0);
-        long long done = wait_for(db.conn, i + 1, 10000, hs, 1, DONE_SQL);
+        long long done = th_wait_at_least(db.conn, i + 1, 10000, 50, hs, 1, DONE_SQL);
         cr_assert_eq(done, i + 1, "job %d not done within 10 s of its enqueue (poll interval 60 s)", i + 1);
         fprintf(stderr, "[pooler] listen_conninfo: job %d done %lld ms after its enqueue\n", i + 1,
                 (long long)(th_now_ms() - t0));
@@ -428,70 +403,13 @@ Test(pooler, cli_through_pgbouncer, .timeout = 120)
 
 /* ---- restarts behind and of the pooler --------------------------------------------------- */
 
-static char private_dir[256];
-
-static void destroy_private(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh destroy %s >/dev/null 2>&1", SKIPQ_SOURCE_DIR, private_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not destroy %s\n", private_dir);
-}
-
 /* The server restart must not disturb other suites: a cluster of our own. */
-static void use_private_cluster(void)
-{
-    snprintf(private_dir, sizeof private_dir, "/tmp/skipq-pooler-%d", (int)getpid());
-    char conninfo[512] = "";
-    for (int attempt = 0; attempt < 5 && !conninfo[0]; attempt++) {
-        char cmd[700];
-        int port = 59000 + (int)((getpid() * 7 + attempt * 131) % 2000);
-        snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh start %s %d 2>/dev/null", SKIPQ_SOURCE_DIR, private_dir, port);
-        FILE *p = popen(cmd, "r");
-        cr_assert_not_null(p);
-        if (!fgets(conninfo, sizeof conninfo, p))
-            conninfo[0] = '\0';
-        pclose(p);
-    }
-    cr_assert(conninfo[0], "could not start a private PostgreSQL");
-    conninfo[strcspn(conninfo, "\n")] = '\0';
-    atexit(destroy_private);
-    setenv("SKIPQ_TEST_DB", conninfo, 1);
-}
-
-/* th_scalar on a direct connection that survives the server restart. */
-static long long robust_scalar(struct th_db *db, const char *sql)
-{
-    for (int i = 0; i < 200; i++) {
-        if (PQstatus(db->conn) != CONNECTION_OK) {
-            PQfinish(db->conn);
-            db->conn = PQconnectdb(db->conninfo);
-        }
-        PGresult *r = PQexec(db->conn, sql);
-        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
-            long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-            PQclear(r);
-            return v;
-        }
-        PQclear(r);
-        usleep(100000);
-    }
-    cr_assert_fail("database unreachable: %s", PQerrorMessage(db->conn));
-    return -1;
-}
-
-static long long wait_robust(struct th_db *db, long long want, int timeout_ms, const char *sql)
-{
-    int64_t end = th_now_ms() + timeout_ms;
-    long long v;
-    while ((v = robust_scalar(db, sql)) < want && th_now_ms() < end)
-        usleep(50000);
-    return v;
-}
+static struct th_cluster private_cluster;
 
 Test(pooler, hosts_survive_pooler_and_server_restarts, .timeout = 300)
 {
-    use_private_cluster();
+    th_cluster_start(&private_cluster, "pooler");
+    th_cluster_use(&private_cluster);
     struct th_db db, via;
     th_db_new(&db);
     struct th_pgbouncer pgb;
@@ -504,13 +422,11 @@ Test(pooler, hosts_survive_pooler_and_server_restarts, .timeout = 300)
     h.ini = pooled_ini(&via, h.name, NULL, db.conninfo, NULL, NULL, "[queue default]\nthreads = 4\n");
     host_start(&h);
 
-    cr_assert_geq(wait_robust(&db, 100, 60000, DONE_SQL), 100, "no progress through the pooler");
+    cr_assert_geq(th_wait_robust_at_least(&db, 100, 60000, DONE_SQL), 100, "no progress through the pooler");
     th_pgbouncer_restart(&pgb);
-    cr_assert_geq(wait_robust(&db, 400, 60000, DONE_SQL), 400, "no progress after the pooler restarted");
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh restart %s fast >/dev/null 2>&1", SKIPQ_SOURCE_DIR, private_dir);
-    cr_assert_eq(system(cmd), 0, "pg.sh restart failed");
-    long long done = wait_robust(&db, jobs, 120000, DONE_SQL);
+    cr_assert_geq(th_wait_robust_at_least(&db, 400, 60000, DONE_SQL), 400, "no progress after the pooler restarted");
+    th_cluster_restart(&private_cluster, "fast");
+    long long done = th_wait_robust_at_least(&db, jobs, 120000, DONE_SQL);
     cr_assert_eq(done, jobs, "only %lld of %d jobs done after the restarts", done, jobs);
     cr_assert_lt(host_exited(&h), 0, "the host exited");
     cr_assert_eq(host_stop(&h, 20000), 0);

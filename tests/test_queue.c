@@ -79,38 +79,6 @@ static int64_t enq(PGconn *c, const char *fmt, ...)
     return (int64_t)id;
 }
 
-/* First column of the first row as a malloc'd string; NULL for SQL NULL. */
-static char *textf(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *textf(PGconn *c, const char *fmt, ...)
-{
-    char sql[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    PGresult *r = th_query(c, sql);
-    cr_assert(PQntuples(r) == 1 && PQnfields(r) >= 1, "expected one row from: %s", sql);
-    char *v = PQgetisnull(r, 0, 0) ? NULL : strdup(PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return v;
-}
-
-static void expect_text(PGconn *c, const char *want, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void expect_text(PGconn *c, const char *want, const char *fmt, ...)
-{
-    char sql[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    char *got = textf(c, "%s", sql);
-    if (!want)
-        cr_expect_null(got, "%s: expected NULL, got \"%s\"", sql, got ? got : "");
-    else
-        cr_expect(got && strcmp(got, want) == 0, "%s: expected \"%s\", got \"%s\"", sql, want, got ? got : "NULL");
-    free(got);
-}
-
 /* Run SQL expected to fail; returns its SQLSTATE (malloc'd) and message. */
 static char *fails_with(PGconn *c, const char *sql, char **message)
 {
@@ -127,7 +95,7 @@ static char *fails_with(PGconn *c, const char *sql, char **message)
 
 static const char *job_status(PGconn *c, int64_t id, char *buf, size_t len)
 {
-    char *s = textf(c, "SELECT status FROM skipq.jobs WHERE id = %" PRId64, id);
+    char *s = th_textf(c, "SELECT status FROM skipq.jobs WHERE id = %" PRId64, id);
     snprintf(buf, len, "%s", s ? s : "NULL");
     free(s);
     return buf;
@@ -265,23 +233,23 @@ Test(claim, records_one_execution_and_marks_running, .timeout = 120)
 
     cr_expect_eq(th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %" PRId64, id), 1);
     cr_expect_eq(th_scalarf(c, "SELECT id FROM skipq.job_executions WHERE job_id = %" PRId64, id), j.execution_id);
-    expect_text(c, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
-    expect_text(c, "host-a:1:t0", "SELECT worker FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
-    expect_text(c, NULL, "SELECT finished_at FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "host-a:1:t0", "SELECT worker FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, NULL, "SELECT finished_at FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
     cr_expect_eq(th_scalarf(c, "SELECT attempt FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id), 1);
 
     EXPECT_STATUS(c, id, "running");
     cr_expect_eq(th_scalarf(c, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 1);
-    expect_text(c, "host-a:1:t0", "SELECT locked_by FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "host-a:1:t0", "SELECT locked_by FROM skipq.jobs WHERE id = %" PRId64, id);
     cr_expect_eq(th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id),
                  j.execution_id);
     /* The lease is the claim's now() + the kind's lease: exact, on the DB clock. */
-    expect_text(c, "t",
-                "SELECT j.lease_expires_at = e.started_at + interval '45000 milliseconds' FROM skipq.jobs j"
-                " JOIN skipq.job_executions e ON e.id = j.current_execution_id WHERE j.id = %" PRId64,
-                id);
-    expect_text(c, "t", "SELECT lease_expires_at > now() + interval '30 seconds' FROM skipq.jobs WHERE id = %" PRId64,
-                id);
+    th_expect_text(c, "t",
+                   "SELECT j.lease_expires_at = e.started_at + interval '45000 milliseconds' FROM skipq.jobs j"
+                   " JOIN skipq.job_executions e ON e.id = j.current_execution_id WHERE j.id = %" PRId64,
+                   id);
+    th_expect_text(c, "t",
+                   "SELECT lease_expires_at > now() + interval '30 seconds' FROM skipq.jobs WHERE id = %" PRId64, id);
 
     /* Second attempt: attempt = attempts, a second row, a new execution id. */
     th_execf(c, "UPDATE skipq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = %" PRId64, id);
@@ -452,8 +420,8 @@ Test(fencing, stale_worker_cannot_complete, .timeout = 120)
     th_execf(ca, "UPDATE skipq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = %" PRId64, id);
     cr_assert_eq(sq_queue_reap(ca, 100, err, sizeof err), 1, "reap: %s", err);
     EXPECT_STATUS(ca, id, "pending");
-    expect_text(ca, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
-    expect_text(ca, "f", "SELECT finished_at IS NULL FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
+    th_expect_text(ca, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
+    th_expect_text(ca, "f", "SELECT finished_at IS NULL FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
     /* A cannot complete a job that is back in the queue either. */
     cr_expect_eq(sq_queue_done(ca, a.id, a.execution_id, err, sizeof err), SQ_COMPLETE_FENCED);
     EXPECT_STATUS(ca, id, "pending");
@@ -470,10 +438,10 @@ Test(fencing, stale_worker_cannot_complete, .timeout = 120)
     EXPECT_STATUS(ca, id, "running");
     cr_expect_eq(th_scalarf(ca, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id),
                  b.execution_id);
-    expect_text(ca, "B", "SELECT locked_by FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(ca, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
-    expect_text(ca, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
-    expect_text(ca, NULL, "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
+    th_expect_text(ca, "B", "SELECT locked_by FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(ca, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
+    th_expect_text(ca, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
+    th_expect_text(ca, NULL, "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
     cr_expect_eq(th_scalarf(ca, "SELECT count(*) FROM skipq.jobs WHERE id = %" PRId64
                                 " AND last_error = 'A''s late failure'", id),
                  0, "the fenced failure wrote last_error");
@@ -489,10 +457,10 @@ Test(fencing, stale_worker_cannot_complete, .timeout = 120)
 
     cr_expect_eq(sq_queue_done(cb, b.id, b.execution_id, err, sizeof err), SQ_COMPLETE_DONE, "%s", err);
     EXPECT_STATUS(ca, id, "done");
-    expect_text(ca, "done", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
-    expect_text(ca, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(ca, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(ca, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
+    th_expect_text(ca, "done", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
+    th_expect_text(ca, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(ca, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(ca, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
     /* Completing twice changes nothing the second time. */
     cr_expect_eq(sq_queue_done(cb, b.id, b.execution_id, err, sizeof err), SQ_COMPLETE_FENCED);
     cr_expect_eq(sq_queue_fail(cb, b.id, b.execution_id, false, 0, "late", err, sizeof err), SQ_COMPLETE_FENCED);
@@ -514,10 +482,10 @@ Test(reaper, last_attempt_goes_dead, .timeout = 120)
     th_execf(c, "UPDATE skipq.jobs SET lease_expires_at = now() - interval '1 second' WHERE id = %" PRId64, id);
     cr_expect_eq(sq_queue_reap(c, 100, err, sizeof err), 1, "%s", err);
     EXPECT_STATUS(c, id, "dead");
-    expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(c, "t", "SELECT last_error ILIKE '%%lease%%' FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(c, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "t", "SELECT last_error ILIKE '%%lease%%' FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
     /* A dead job is never claimed again. */
     struct sq_claimed none = {0};
     cr_expect_eq(claim1(c, "default", "k", 30000, "w", &none), 0);
@@ -540,12 +508,12 @@ Test(reaper, leaves_unexpired_leases_alone, .timeout = 120)
     cr_assert_eq(b.id, live);
     th_execf(c, "UPDATE skipq.jobs SET lease_expires_at = now() - interval '1 millisecond' WHERE id = %" PRId64,
              expired);
-    char *lease_before = textf(c, "SELECT lease_expires_at::text FROM skipq.jobs WHERE id = %" PRId64, live);
+    char *lease_before = th_textf(c, "SELECT lease_expires_at::text FROM skipq.jobs WHERE id = %" PRId64, live);
     cr_expect_eq(sq_queue_reap(c, 100, err, sizeof err), 1, "%s", err);
     EXPECT_STATUS(c, expired, "pending");
     EXPECT_STATUS(c, live, "running");
-    expect_text(c, lease_before, "SELECT lease_expires_at::text FROM skipq.jobs WHERE id = %" PRId64, live);
-    expect_text(c, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
+    th_expect_text(c, lease_before, "SELECT lease_expires_at::text FROM skipq.jobs WHERE id = %" PRId64, live);
+    th_expect_text(c, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
     cr_expect_eq(sq_queue_reap(c, 100, err, sizeof err), 0);
     /* The live worker can still complete. */
     cr_expect_eq(sq_queue_done(c, b.id, b.execution_id, err, sizeof err), SQ_COMPLETE_DONE);
@@ -568,17 +536,17 @@ Test(fail, retryable_goes_back_with_delay, .timeout = 120)
     cr_expect_eq(sq_queue_fail(c, j.id, j.execution_id, false, 5000, "smtp timeout", err, sizeof err),
                  SQ_COMPLETE_RETRY, "%s", err);
     EXPECT_STATUS(c, id, "pending");
-    expect_text(c, "retry", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
-    expect_text(c, "smtp timeout", "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
-    expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
-    expect_text(c, "smtp timeout", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(c, NULL, "SELECT finished_at FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "retry", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "smtp timeout", "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "smtp timeout", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, NULL, "SELECT finished_at FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, id);
     /* run_at = the failure's now() + delay: exact on the DB clock. */
-    expect_text(c, "t",
-                "SELECT j.run_at = e.finished_at + interval '5000 milliseconds' FROM skipq.jobs j"
-                " JOIN skipq.job_executions e ON e.job_id = j.id WHERE e.id = %" PRId64,
-                j.execution_id);
+    th_expect_text(c, "t",
+                   "SELECT j.run_at = e.finished_at + interval '5000 milliseconds' FROM skipq.jobs j"
+                   " JOIN skipq.job_executions e ON e.job_id = j.id WHERE e.id = %" PRId64,
+                   j.execution_id);
     struct sq_claimed none = {0};
     cr_expect_eq(claim1(c, "default", "k", 30000, "w", &none), 0, "claimed during the retry delay");
 
@@ -592,16 +560,16 @@ Test(fail, retryable_goes_back_with_delay, .timeout = 120)
     cr_expect_eq(sq_queue_fail(c, j3.id, j3.execution_id, false, 5000, "third strike", err, sizeof err),
                  SQ_COMPLETE_DEAD, "the last attempt's failure should kill the job");
     EXPECT_STATUS(c, id, "dead");
-    expect_text(c, "dead", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j3.execution_id);
-    expect_text(c, "third strike", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "dead", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j3.execution_id);
+    th_expect_text(c, "third strike", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
     cr_expect_eq(th_scalarf(c, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 3);
     cr_expect_eq(claim1(c, "default", "k", 30000, "w", &none), 0);
     th_execf(c, "UPDATE skipq.jobs SET run_at = now() - interval '1 hour' WHERE id = %" PRId64, id);
     cr_expect_eq(claim1(c, "default", "k", 30000, "w", &none), 0, "a dead job was claimed");
-    expect_text(c, "retry,retry,dead",
-                "SELECT string_agg(status, ',' ORDER BY attempt) FROM skipq.job_executions WHERE job_id = %" PRId64,
-                id);
+    th_expect_text(c, "retry,retry,dead",
+                   "SELECT string_agg(status, ',' ORDER BY attempt) FROM skipq.job_executions WHERE job_id = %" PRId64,
+                   id);
     sq_claimed_clear(&j);
     sq_claimed_clear(&j2);
     sq_claimed_clear(&j3);
@@ -620,10 +588,11 @@ Test(fail, permanent_is_dead_at_once, .timeout = 120)
                  SQ_COMPLETE_DEAD, "%s", err);
     EXPECT_STATUS(c, id, "dead");
     cr_expect_eq(th_scalarf(c, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 1);
-    expect_text(c, "malformed address", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
-    expect_text(c, "dead", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
-    expect_text(c, "malformed address", "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "malformed address", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "dead", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "malformed address", "SELECT error FROM skipq.job_executions WHERE id = %" PRId64,
+                   j.execution_id);
     th_execf(c, "UPDATE skipq.jobs SET run_at = now() - interval '1 hour' WHERE id = %" PRId64, id);
     struct sq_claimed none = {0};
     cr_expect_eq(claim1(c, "default", "k", 30000, "w", &none), 0, "a permanently failed job was claimed again");
@@ -652,7 +621,7 @@ Test(heartbeat, extends_only_matching_executions, .timeout = 120)
     struct sq_claimed b2 = must_claim(c, "k", 2000, "B");
     cr_assert_eq(b2.id, stolen);
     cr_assert_eq(sq_queue_done(c, f.id, f.execution_id, err, sizeof err), SQ_COMPLETE_DONE);
-    char *stolen_lease = textf(c, "SELECT lease_expires_at::text FROM skipq.jobs WHERE id = %" PRId64, stolen);
+    char *stolen_lease = th_textf(c, "SELECT lease_expires_at::text FROM skipq.jobs WHERE id = %" PRId64, stolen);
 
     int64_t ids[3] = {a.id, b.id, f.id};
     int64_t execs[3] = {a.execution_id, b.execution_id, f.execution_id};
@@ -663,12 +632,13 @@ Test(heartbeat, extends_only_matching_executions, .timeout = 120)
     cr_expect_eq(state[0], SQ_LEASE_EXTENDED, "the owned lease was not extended");
     cr_expect_eq(state[1], SQ_LEASE_LOST, "a lease reclaimed by another worker was not reported lost");
     cr_expect_eq(state[2], SQ_LEASE_LOST, "a finished job's lease was not reported lost");
-    expect_text(c, "t",
-                "SELECT lease_expires_at > now() + interval '100 seconds' FROM skipq.jobs WHERE id = %" PRId64, mine);
-    expect_text(c, stolen_lease, "SELECT lease_expires_at::text FROM skipq.jobs WHERE id = %" PRId64, stolen);
+    th_expect_text(c, "t",
+                   "SELECT lease_expires_at > now() + interval '100 seconds' FROM skipq.jobs WHERE id = %" PRId64,
+                   mine);
+    th_expect_text(c, stolen_lease, "SELECT lease_expires_at::text FROM skipq.jobs WHERE id = %" PRId64, stolen);
     cr_expect_eq(th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, stolen),
                  b2.execution_id);
-    expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, finished);
+    th_expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, finished);
     EXPECT_STATUS(c, finished, "done");
 
     /* A pending job (lease swept, not yet reclaimed) is not extended either. */
@@ -678,7 +648,7 @@ Test(heartbeat, extends_only_matching_executions, .timeout = 120)
     cr_expect_eq(sq_queue_heartbeat(c, ids, execs, leases, 1, state, err, sizeof err), 0);
     cr_expect_eq(state[0], SQ_LEASE_LOST);
     EXPECT_STATUS(c, mine, "pending");
-    expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, mine);
+    th_expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, mine);
     free(stolen_lease);
     sq_claimed_clear(&a);
     sq_claimed_clear(&b);
@@ -698,16 +668,16 @@ Test(release, gives_job_back_without_using_an_attempt, .timeout = 120)
     int64_t ids[1] = {j.id}, execs[1] = {j.execution_id};
     cr_expect_eq(sq_queue_release(c, ids, execs, 1, err, sizeof err), 1, "%s", err);
     EXPECT_STATUS(c, id, "pending");
-    expect_text(c, "interrupted", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
-    expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "interrupted", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
+    th_expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.job_executions WHERE id = %" PRId64, j.execution_id);
     cr_expect_eq(th_scalarf(c, "SELECT max_attempts FROM skipq.jobs WHERE id = %" PRId64, id), 3);
     cr_expect_eq(th_scalarf(c, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, id), 1);
-    expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, NULL, "SELECT lease_expires_at FROM skipq.jobs WHERE id = %" PRId64, id);
     /* Runnable now: run_at = the release's now(). */
-    expect_text(c, "t",
-                "SELECT j.run_at = e.finished_at FROM skipq.jobs j JOIN skipq.job_executions e ON e.job_id = j.id"
-                " WHERE e.id = %" PRId64,
-                j.execution_id);
+    th_expect_text(c, "t",
+                   "SELECT j.run_at = e.finished_at FROM skipq.jobs j JOIN skipq.job_executions e ON e.job_id = j.id"
+                   " WHERE e.id = %" PRId64,
+                   j.execution_id);
     /* The old execution can no longer complete it. */
     cr_expect_eq(sq_queue_done(c, j.id, j.execution_id, err, sizeof err), SQ_COMPLETE_FENCED);
     /* Releasing a stale execution changes nothing. */
@@ -752,8 +722,8 @@ Test(release, recover_gives_back_lost_claims_uncharged, .timeout = 120)
         EXPECT_STATUS(c, lost[i].id, "pending");
         cr_expect_eq(th_scalarf(c, "SELECT max_attempts FROM skipq.jobs WHERE id = %" PRId64, lost[i].id), 2,
                      "the lost attempt is not charged");
-        expect_text(c, "interrupted", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64,
-                    lost[i].execution_id);
+        th_expect_text(c, "interrupted", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64,
+                       lost[i].execution_id);
     }
     EXPECT_STATUS(c, held.id, "running");
     EXPECT_STATUS(c, other.id, "running");
@@ -827,40 +797,40 @@ Test(cycle, records_outcomes_and_claims, .timeout = 120)
     cr_expect_eq(applied[3], SQ_COMPLETE_FENCED);
 
     EXPECT_STATUS(c, jd, "done");
-    expect_text(c, "done", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, d.execution_id);
-    expect_text(c, NULL, "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, d.execution_id);
-    expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, jd);
+    th_expect_text(c, "done", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, d.execution_id);
+    th_expect_text(c, NULL, "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, d.execution_id);
+    th_expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, jd);
 
     EXPECT_STATUS(c, jr, "pending");
-    expect_text(c, "retry", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, r.execution_id);
-    expect_text(c, retry_msg, "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, r.execution_id);
-    expect_text(c, retry_msg, "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, jr);
-    expect_text(c, NULL, "SELECT finished_at FROM skipq.jobs WHERE id = %" PRId64, jr);
-    expect_text(c, "t",
-                "SELECT j.run_at = e.finished_at + interval '60000 milliseconds' FROM skipq.jobs j"
-                " JOIN skipq.job_executions e ON e.job_id = j.id WHERE e.id = %" PRId64,
-                r.execution_id);
+    th_expect_text(c, "retry", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, r.execution_id);
+    th_expect_text(c, retry_msg, "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, r.execution_id);
+    th_expect_text(c, retry_msg, "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, jr);
+    th_expect_text(c, NULL, "SELECT finished_at FROM skipq.jobs WHERE id = %" PRId64, jr);
+    th_expect_text(c, "t",
+                   "SELECT j.run_at = e.finished_at + interval '60000 milliseconds' FROM skipq.jobs j"
+                   " JOIN skipq.job_executions e ON e.job_id = j.id WHERE e.id = %" PRId64,
+                   r.execution_id);
 
     EXPECT_STATUS(c, jf, "dead");
     cr_expect_eq(th_scalarf(c, "SELECT attempts FROM skipq.jobs WHERE id = %" PRId64, jf), 1);
-    expect_text(c, "dead", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, f.execution_id);
-    expect_text(c, "NULL", "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, f.execution_id);
-    expect_text(c, "NULL", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, jf);
+    th_expect_text(c, "dead", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, f.execution_id);
+    th_expect_text(c, "NULL", "SELECT error FROM skipq.job_executions WHERE id = %" PRId64, f.execution_id);
+    th_expect_text(c, "NULL", "SELECT last_error FROM skipq.jobs WHERE id = %" PRId64, jf);
 
     /* The fenced outcome changed nothing. */
     EXPECT_STATUS(c, js, "running");
-    expect_text(c, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, s.execution_id);
+    th_expect_text(c, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, s.execution_id);
     cr_expect_eq(th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, js),
                  s.execution_id);
 
     /* The new claim is a claim like any other. */
     EXPECT_STATUS(c, next, "running");
-    expect_text(c, "W", "SELECT worker FROM skipq.job_executions WHERE id = %" PRId64, out[0].execution_id);
-    expect_text(c, "t",
-                "SELECT j.lease_expires_at = e.started_at + interval '30000 milliseconds'"
-                " AND j.current_execution_id = e.id AND j.attempts = 1 FROM skipq.jobs j"
-                " JOIN skipq.job_executions e ON e.job_id = j.id WHERE j.id = %" PRId64,
-                next);
+    th_expect_text(c, "W", "SELECT worker FROM skipq.job_executions WHERE id = %" PRId64, out[0].execution_id);
+    th_expect_text(c, "t",
+                   "SELECT j.lease_expires_at = e.started_at + interval '30000 milliseconds'"
+                   " AND j.current_execution_id = e.id AND j.attempts = 1 FROM skipq.jobs j"
+                   " JOIN skipq.job_executions e ON e.job_id = j.id WHERE j.id = %" PRId64,
+                   next);
     sq_claimed_clear(&out[0]);
     sq_claimed_clear(&d);
     sq_claimed_clear(&r);
@@ -891,8 +861,8 @@ Test(cycle, last_attempt_retry_is_dead_and_limit_zero_only_records, .timeout = 1
     cr_expect_eq(applied[0], SQ_COMPLETE_DEAD, "a retry on the last attempt must be dead");
     cr_expect_eq(applied[1], SQ_COMPLETE_RETRY);
     EXPECT_STATUS(c, last, "dead");
-    expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, last);
-    expect_text(c, "dead", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
+    th_expect_text(c, "f", "SELECT finished_at IS NULL FROM skipq.jobs WHERE id = %" PRId64, last);
+    th_expect_text(c, "dead", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
     EXPECT_STATUS(c, again, "pending");
     EXPECT_STATUS(c, waiting, "pending");
     cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status = 'running'"), 0);
@@ -938,8 +908,8 @@ Test(cycle, stale_outcome_after_reclaim_is_fenced, .timeout = 120)
     cr_expect_eq(cycle(ca, "A", 1, 1, ids, execs, outcomes, delays, errors, out, applied, err, sizeof err), 0);
     cr_expect_eq(applied[0], SQ_COMPLETE_FENCED, "A's stale done applied");
     EXPECT_STATUS(ca, id, "running");
-    expect_text(ca, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
-    expect_text(ca, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
+    th_expect_text(ca, "running", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, b.execution_id);
+    th_expect_text(ca, "lost", "SELECT status FROM skipq.job_executions WHERE id = %" PRId64, a.execution_id);
 
     ids[0] = b.id;
     execs[0] = b.execution_id;
@@ -1010,11 +980,11 @@ Test(enqueue, rejects_bad_arguments, .timeout = 120)
     cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs"), 0, "a refused enqueue wrote a job");
     /* And the defaults of a good one. */
     int64_t id = enq(c, "'k'");
-    expect_text(c, "default|{}|0|5|pending|0",
-                "SELECT concat_ws('|', queue, payload::text, priority, max_attempts, status, attempts)"
-                " FROM skipq.jobs WHERE id = %" PRId64,
-                id);
-    expect_text(c, "t", "SELECT run_at <= now() FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "default|{}|0|5|pending|0",
+                   "SELECT concat_ws('|', queue, payload::text, priority, max_attempts, status, attempts)"
+                   " FROM skipq.jobs WHERE id = %" PRId64,
+                   id);
+    th_expect_text(c, "t", "SELECT run_at <= now() FROM skipq.jobs WHERE id = %" PRId64, id);
 }
 
 Test(enqueue, follows_the_callers_transaction, .timeout = 120)
@@ -1030,7 +1000,7 @@ Test(enqueue, follows_the_callers_transaction, .timeout = 120)
     int64_t id = enq(c, "'k', payload => '{\"n\": 2}'");
     PQclear(th_query(c, "COMMIT"));
     cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs"), 1);
-    expect_text(c, "{\"n\": 2}", "SELECT payload::text FROM skipq.jobs WHERE id = %" PRId64, id);
+    th_expect_text(c, "{\"n\": 2}", "SELECT payload::text FROM skipq.jobs WHERE id = %" PRId64, id);
 }
 
 /* ---- backoff ------------------------------------------------------------------------------- */

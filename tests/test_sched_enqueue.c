@@ -16,21 +16,6 @@
 #include "harness.h"
 #include "skipq/skipq.h"
 
-static int scaled(int base, int min)
-{
-    const char *s = getenv("SKIPQ_HAMMER_SCALE");
-    double f = s && *s ? strtod(s, NULL) : 1.0;
-    int n = (int)(base * (f > 0 ? f : 1.0) + 0.5);
-    return n < min ? min : n;
-}
-
-static char *id_text(int64_t id)
-{
-    char *s = malloc(24);
-    snprintf(s, 24, "%" PRId64, id);
-    return s;
-}
-
 /* Enqueue through the C API with options; fails the test on error. */
 static int64_t enq(PGconn *conn, const char *payload, const skipq_enqueue_opts *o)
 {
@@ -172,7 +157,7 @@ Test(sched_unique, concurrent_enqueuers_make_one_job_per_key, .timeout = 120)
     struct th_db db;
     th_db_new(&db);
     enum { THREADS = 8, KEYS = 20 };
-    const int rounds = scaled(200, 40);
+    const int rounds = th_scaled(200, 40);
     struct racer r[THREADS];
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) {
@@ -295,7 +280,7 @@ Test(sched_order, hammer_one_at_a_time_per_key_in_enqueue_order, .timeout = 300)
 {
     struct th_db db;
     th_db_new(&db);
-    const int keys = 50, per_key = scaled(40, 8);
+    const int keys = 50, per_key = th_scaled(40, 8);
     /* Interleaved over keys, as a busy application would enqueue them.
      * Every 7th job fails once: its retry must still come before the
      * next job of its key. Sleeps of 0-3 ms shuffle the timing. */
@@ -422,7 +407,7 @@ Test(sched_depends, diamond_dead_and_cancelled_parents, .timeout = 90)
     pid_t pid = th_host_start(ini);
     cr_assert_eq(th_wait_scalar(db.conn, 4, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 4);
     cr_assert_eq(th_wait_scalar(db.conn, 3, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'dead'"), 3);
-    cr_expect_eq(th_cli(NULL, NULL, "cancel", id_text(p), "--db", db.conninfo, NULL), 0);
+    cr_expect_eq(th_cli(NULL, NULL, "cancel", th_id_text(p), "--db", db.conninfo, NULL), 0);
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %" PRId64 " AND status = 'dead'"
                                      " AND last_error = 'parent job %" PRId64 " was cancelled'",
                             cchild, p),
@@ -458,7 +443,7 @@ Test(sched_depends, diamond_dead_and_cancelled_parents, .timeout = 90)
     cr_expect_eq(th_scalar(db.conn, "SELECT (status = 'dead')::int FROM skipq.jobs ORDER BY id DESC LIMIT 1"), 1);
 
     /* Redriving a child whose parent is still dead puts it back to blocked. */
-    cr_expect_eq(th_cli(NULL, NULL, "retry", id_text(orphan), "--db", db.conninfo, NULL), 0);
+    cr_expect_eq(th_cli(NULL, NULL, "retry", th_id_text(orphan), "--db", db.conninfo, NULL), 0);
     cr_expect_eq(th_scalarf(db.conn, "SELECT (status = 'blocked')::int FROM skipq.jobs WHERE id = %" PRId64, orphan), 1);
     char *out = NULL;
     cr_expect_eq(th_cli(&out, NULL, "stats", "--db", db.conninfo, NULL), 0);

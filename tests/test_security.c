@@ -16,18 +16,6 @@
 #error "SKIPQ_SOURCE_DIR must be defined"
 #endif
 
-/* Run sql as the given connection; return its SQLSTATE ("" if it worked). */
-static char *sqlstate_of(PGconn *c, const char *sql)
-{
-    static char st[8];
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType s = PQresultStatus(r);
-    const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    snprintf(st, sizeof st, "%s", (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) ? "" : (code ? code : "?"));
-    PQclear(r);
-    return st;
-}
-
 static PGconn *connect_as(const struct th_db *db, const char *user)
 {
     char ci[700];
@@ -37,32 +25,16 @@ static PGconn *connect_as(const struct th_db *db, const char *user)
     return c;
 }
 
-static void apply_roles(const struct th_db *db)
-{
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "psql -qX -v ON_ERROR_STOP=1 \"%s\" -f %s/sql/roles.sql >/dev/null 2>&1",
-             db->conninfo, SKIPQ_SOURCE_DIR);
-    cr_assert_eq(system(cmd), 0, "roles.sql failed");
-    char sql[1024];
-    /* Roles are cluster-wide: name them after this test's database. */
-    snprintf(sql, sizeof sql,
-             "DROP ROLE IF EXISTS %s_w; DROP ROLE IF EXISTS %s_e; DROP ROLE IF EXISTS %s_b;"
-             "CREATE ROLE %s_w LOGIN IN ROLE skipq_worker; CREATE ROLE %s_e LOGIN IN ROLE skipq_enqueuer;"
-             "CREATE ROLE %s_b LOGIN IN ROLE skipq_bulk",
-             db->name, db->name, db->name, db->name, db->name, db->name);
-    PQclear(th_query(db->conn, sql));
-}
-
 Test(security, privilege_matrix, .timeout = 120)
 {
     struct th_db db;
     th_db_new(&db);
-    apply_roles(&db);
+    th_apply_roles(&db);
     char role[96];
 
     snprintf(role, sizeof role, "%s_e", db.name);
     PGconn *e = connect_as(&db, role);
-    cr_expect_str_eq(sqlstate_of(e, "SELECT skipq.enqueue('test', '{\"n\": 1}')"), "", "enqueuer can enqueue");
+    cr_expect_str_eq(th_sqlstate(e, "SELECT skipq.enqueue('test', '{\"n\": 1}')"), "", "enqueuer can enqueue");
     const char *enqueuer_forbidden[] = {
         "SELECT * FROM skipq.jobs",
         "SELECT * FROM skipq.job_executions",
@@ -76,7 +48,7 @@ Test(security, privilege_matrix, .timeout = 120)
         "UPDATE skipq.settings SET value = '999999999'",
     };
     for (size_t i = 0; i < sizeof enqueuer_forbidden / sizeof *enqueuer_forbidden; i++)
-        cr_expect_str_eq(sqlstate_of(e, enqueuer_forbidden[i]), "42501", "enqueuer must not: %s",
+        cr_expect_str_eq(th_sqlstate(e, enqueuer_forbidden[i]), "42501", "enqueuer must not: %s",
                          enqueuer_forbidden[i]);
     char err[SKIPQ_ERRBUF_SIZE];
     skipq_copy *cp = NULL;
@@ -100,7 +72,7 @@ Test(security, privilege_matrix, .timeout = 120)
         "UPDATE skipq.settings SET value = '999999999'",
     };
     for (size_t i = 0; i < sizeof bulk_forbidden / sizeof *bulk_forbidden; i++)
-        cr_expect_str_eq(sqlstate_of(b, bulk_forbidden[i]), "42501", "bulk must not: %s", bulk_forbidden[i]);
+        cr_expect_str_eq(th_sqlstate(b, bulk_forbidden[i]), "42501", "bulk must not: %s", bulk_forbidden[i]);
     PQfinish(b);
 
     snprintf(role, sizeof role, "%s_w", db.name);
@@ -119,7 +91,7 @@ Test(security, privilege_matrix, .timeout = 120)
         "CREATE INDEX evil ON skipq.jobs (kind)",
     };
     for (size_t i = 0; i < sizeof worker_forbidden / sizeof *worker_forbidden; i++)
-        cr_expect_str_eq(sqlstate_of(w, worker_forbidden[i]), "42501", "worker must not: %s", worker_forbidden[i]);
+        cr_expect_str_eq(th_sqlstate(w, worker_forbidden[i]), "42501", "worker must not: %s", worker_forbidden[i]);
     PQfinish(w);
 
     /* ...and a host running as the worker role does its whole job. */

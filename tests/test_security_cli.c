@@ -46,23 +46,6 @@ static char *uri_with_password(const struct th_db *db, const char *password)
     return uri;
 }
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return strdup("");
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        fwrite(chunk, 1, n, m);
-    fclose(f);
-    fclose(m);
-    return buf;
-}
-
 static void expect_no_secret(const char *what, const char *text)
 {
     cr_expect_null(strstr(text, "Hunter2"), "%s shows the password: %s", what, text);
@@ -113,7 +96,7 @@ Test(security_cli, a_percent_typo_in_a_password_is_described_and_never_echoed, .
 
     /* listen_conninfo, in a host's log */
     char *host_ini = th_host_ini(&db, "listen", NULL, NULL, "[queue default]\nthreads = 1\n");
-    char *base = read_all(host_ini), *at = strstr(base, "[database]\n");
+    char *base = th_slurp(host_ini), *at = strstr(base, "[database]\n");
     cr_assert_not_null(at);
     snprintf(text, sizeof text, "%.*s[database]\nlisten_conninfo = %s\n%s", (int)(at - base), base, uri,
              at + strlen("[database]\n"));
@@ -190,7 +173,7 @@ static char *cmdline(pid_t pid)
 static void wait_for_text(const char *file, const char *needle, int timeout_ms)
 {
     for (int64_t end = th_now_ms() + timeout_ms;;) {
-        char *text = read_all(file);
+        char *text = th_slurp(file);
         bool found = strstr(text, needle) != NULL;
         free(text);
         if (found)
@@ -216,7 +199,7 @@ static void expect_blanked_while_running(const char *const *args, const char *re
     free(cmd);
     kill(pid, SIGTERM);
     cr_expect_eq(th_wait_exit(pid, 20000), 0);
-    char *err = read_all(err_file);
+    char *err = th_slurp(err_file);
     cr_expect(strstr(err, "warning: the --db value holds a password") && strstr(err, "PGPASSFILE") &&
                   strstr(err, "PGPASSWORD") && strstr(err, "0600"),
               "no warning naming the safer routes: %s", err);

@@ -28,18 +28,6 @@
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
-/* Run sql; return its SQLSTATE ("" if it worked). */
-static const char *sqlstate_of(PGconn *c, const char *sql)
-{
-    static char st[8];
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType s = PQresultStatus(r);
-    const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    snprintf(st, sizeof st, "%s", (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) ? "" : (code ? code : "?"));
-    PQclear(r);
-    return st;
-}
-
 static PGconn *connect_as(const struct th_db *db, const char *suffix)
 {
     char ci[700];
@@ -48,21 +36,6 @@ static PGconn *connect_as(const struct th_db *db, const char *suffix)
     cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect as %s_%s: %s", db->name, suffix, PQerrorMessage(c));
     PQclear(PQexec(c, "SET client_min_messages = warning"));
     return c;
-}
-
-/* sql/roles.sql, then login roles <db>_w and <db>_w2 (worker), <db>_e
- * (enqueuer) and <db>_b (bulk). */
-static void apply_roles(const struct th_db *db)
-{
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "psql -qX -v ON_ERROR_STOP=1 \"%s\" -f %s/sql/roles.sql >/dev/null 2>&1",
-             db->conninfo, SKIPQ_SOURCE_DIR);
-    cr_assert_eq(system(cmd), 0, "roles.sql failed");
-    static const char *const roles[][2] = {
-        {"w", "skipq_worker"}, {"w2", "skipq_worker"}, {"e", "skipq_enqueuer"}, {"b", "skipq_bulk"}};
-    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
-        th_execf(db->conn, "DROP ROLE IF EXISTS %s_%s; CREATE ROLE %s_%s LOGIN IN ROLE %s", db->name, roles[i][0],
-                 db->name, roles[i][0], roles[i][1]);
 }
 
 /* A copy of db that connects as <db>_<suffix>. */
@@ -114,7 +87,7 @@ Test(security_schema, a_job_named_in_depends_on_is_claimed_and_finished_while_th
 {
     struct th_db db;
     th_db_new(&db);
-    apply_roles(&db);
+    th_apply_roles(&db);
     /* Another producer's jobs: one waiting, one that will be running. */
     int64_t waiting = th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
     PGconn *e1 = connect_as(&db, "e"), *e2 = connect_as(&db, "e");
@@ -354,7 +327,7 @@ Test(security_schema, the_bulk_role_cannot_write_an_infinite_or_absurd_run_at, .
 {
     struct th_db db;
     th_db_new(&db);
-    apply_roles(&db);
+    th_apply_roles(&db);
     PGconn *b = connect_as(&db, "b");
     static const char *const bad[] = {"-infinity", "infinity", "20000-01-01", "1969-12-31 23:59:59+00",
                                       "2300-01-01 00:00:00+00"};
@@ -362,9 +335,9 @@ Test(security_schema, the_bulk_role_cannot_write_an_infinite_or_absurd_run_at, .
         char sql[256];
         snprintf(sql, sizeof sql, "INSERT INTO skipq.jobs (queue, kind, run_at) VALUES ('default', 'test', '%s')",
                  bad[i]);
-        cr_expect_str_eq(sqlstate_of(b, sql), "23514", "the bulk role inserted run_at %s", bad[i]);
+        cr_expect_str_eq(th_sqlstate(b, sql), "23514", "the bulk role inserted run_at %s", bad[i]);
     }
-    cr_expect_str_eq(sqlstate_of(b, "INSERT INTO skipq.jobs (queue, kind, run_at) VALUES ('default', 'test',"
+    cr_expect_str_eq(th_sqlstate(b, "INSERT INTO skipq.jobs (queue, kind, run_at) VALUES ('default', 'test',"
                                     " '2001-01-01')"),
                      "");
     /* COPY, as a client writing rows itself would. */
@@ -477,7 +450,7 @@ Test(security_schema, nothing_in_schema_skipq_is_executable_by_public, .timeout 
                                     "   AND a.privilege_type = 'EXECUTE'");
     cr_expect_str_eq(PQgetvalue(r, 0, 0), "", "PUBLIC may execute: %s", PQgetvalue(r, 0, 0));
     PQclear(r);
-    apply_roles(&db);
+    th_apply_roles(&db);
     /* Roles with USAGE on the schema call only what they were granted. */
     static const char *const helpers[] = {
         "SELECT skipq.host_alive(now(), 1000)", "SELECT skipq.valid_run_at('2020-01-01')",
@@ -487,13 +460,13 @@ Test(security_schema, nothing_in_schema_skipq_is_executable_by_public, .timeout 
     for (size_t k = 0; k < 2; k++) {
         PGconn *c = connect_as(&db, outsiders[k]);
         for (size_t i = 0; i < sizeof helpers / sizeof helpers[0]; i++)
-            cr_expect_str_eq(sqlstate_of(c, helpers[i]), "42501", "role %s may: %s", outsiders[k], helpers[i]);
+            cr_expect_str_eq(th_sqlstate(c, helpers[i]), "42501", "role %s may: %s", outsiders[k], helpers[i]);
         PQfinish(c);
     }
     /* The worker calls what a host needs; valid_run_at is enqueue_many's alone. */
     PGconn *w = connect_as(&db, "w");
     for (size_t i = 0; i < sizeof helpers / sizeof helpers[0]; i++)
-        cr_expect_str_eq(sqlstate_of(w, helpers[i]), strstr(helpers[i], "valid_run_at") ? "42501" : "",
+        cr_expect_str_eq(th_sqlstate(w, helpers[i]), strstr(helpers[i], "valid_run_at") ? "42501" : "",
                          "the worker's rights on: %s", helpers[i]);
     PQfinish(w);
 }
@@ -504,7 +477,7 @@ static const char *lock_as(PGconn *c, const char *table, const char *mode)
     char sql[200];
     snprintf(sql, sizeof sql, "LOCK TABLE skipq.%s IN %s MODE", table, mode);
     PQclear(PQexec(c, "BEGIN"));
-    snprintf(st, sizeof st, "%s", sqlstate_of(c, sql));
+    snprintf(st, sizeof st, "%s", th_sqlstate(c, sql));
     PQclear(PQexec(c, "ROLLBACK"));
     return st;
 }
@@ -513,7 +486,7 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
 {
     struct th_db db;
     th_db_new(&db);
-    apply_roles(&db);
+    th_apply_roles(&db);
     PGconn *w = connect_as(&db, "w");
     static const char *const tables[] = {"ordering_keys", "kind_limits", "cron_state",   "jobs",
                                          "job_executions", "hosts",     "job_totals",   "settings",
@@ -534,7 +507,7 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
         " ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, updated_at = now()",
         "UPDATE skipq.cron_state SET last_tick = now(), updated_at = now() WHERE name = 'c'"};
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
-        cr_expect_str_eq(sqlstate_of(w, allowed[i]), "", "the worker may not: %s: %s", allowed[i],
+        cr_expect_str_eq(th_sqlstate(w, allowed[i]), "", "the worker may not: %s: %s", allowed[i],
                          PQerrorMessage(w));
     static const char *const forbidden[] = {
         "DELETE FROM skipq.ordering_keys",          "DELETE FROM skipq.kind_limits",
@@ -542,7 +515,7 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
         "UPDATE skipq.cron_state SET name = 'x'",   "DELETE FROM skipq.dependency_inbox",
         "INSERT INTO skipq.dependency_inbox VALUES (1)"};
     for (size_t i = 0; i < sizeof forbidden / sizeof forbidden[0]; i++)
-        cr_expect_str_eq(sqlstate_of(w, forbidden[i]), "42501", "the worker may: %s", forbidden[i]);
+        cr_expect_str_eq(th_sqlstate(w, forbidden[i]), "42501", "the worker may: %s", forbidden[i]);
     PQfinish(w);
 }
 
@@ -551,17 +524,17 @@ static const char *beat_as(PGconn *c, const char *id)
     char sql[300];
     snprintf(sql, sizeof sql,
              "SELECT skipq.host_beat('%s', 'n', 'h', 1, 'v', 1, '{default/test}', 60000, true)", id);
-    return sqlstate_of(c, sql);
+    return th_sqlstate(c, sql);
 }
 
 Test(security_schema, a_worker_role_cannot_remove_or_take_over_another_roles_host_row, .timeout = 60)
 {
     struct th_db db;
     th_db_new(&db);
-    apply_roles(&db);
+    th_apply_roles(&db);
     PGconn *w1 = connect_as(&db, "w"), *w2 = connect_as(&db, "w2");
     cr_assert_str_eq(beat_as(w1, "one:1"), "");
-    cr_expect_str_eq(sqlstate_of(w2, "SELECT skipq.host_gone('one:1')"), "");
+    cr_expect_str_eq(th_sqlstate(w2, "SELECT skipq.host_gone('one:1')"), "");
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.hosts WHERE id = 'one:1'"), 1,
                  "another worker role deleted the host's row");
     cr_expect_str_eq(beat_as(w2, "one:1"), "42501", "another worker role took over a live host's row");
@@ -570,7 +543,7 @@ Test(security_schema, a_worker_role_cannot_remove_or_take_over_another_roles_hos
                  1);
     /* Its own role refreshes and removes it. */
     cr_expect_str_eq(beat_as(w1, "one:1"), "");
-    cr_expect_str_eq(sqlstate_of(w1, "SELECT skipq.host_gone('one:1')"), "");
+    cr_expect_str_eq(th_sqlstate(w1, "SELECT skipq.host_gone('one:1')"), "");
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.hosts WHERE id = 'one:1'"), 0);
     /* A row whose host stopped beating may be taken over (a restart under
      * another role reusing the id). */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/admin.h"
+#include "cli/ndjson.h"
 #include "client/migrate_wait.h"
 #include "common/config.h"
 #include "common/conninfo.h"
@@ -306,7 +307,6 @@ static int cmd_migrate(int argc, char **argv)
 
 #define FILE_BATCH_JOBS 5000
 #define FILE_BATCH_BYTES (8u << 20)
-#define FILE_MAX_LINE 0x0FFFFFFF
 #define OID_JSONB 3802
 #define OID_JSONB_ARRAY 3807
 #define ARRAY_HEADER 20 /* ndim, flags, element type, size, lower bound */
@@ -445,32 +445,13 @@ static int flush_batch(PGconn *conn, struct file_batch *b, const char *path, int
     return input ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
-/* Check and trim one line as read (len bytes, NUL bytes included): NULL
- * with *bad set when it is not UTF-8 text, "" for a blank line. */
-static char *file_line(char *line, size_t len, char *bad, size_t badlen)
-{
-    if (len > FILE_MAX_LINE) { /* jsonb's own limit; also keeps a batch within an int */
-        snprintf(bad, badlen, "the line is longer than %d bytes", FILE_MAX_LINE);
-        return NULL;
-    }
-    const char *nul = memchr(line, '\0', len);
-    const char *inv = nul ? NULL : sq_utf8_invalid(line);
-    if (nul)
-        snprintf(bad, badlen, "a NUL byte at byte %zu (each line must be one JSON object in UTF-8 text)",
-                 (size_t)(nul - line) + 1);
-    else if (inv)
-        snprintf(bad, badlen, "invalid UTF-8 at byte %zu (each line must be one JSON object in UTF-8 text)",
-                 (size_t)(inv - line) + 1);
-    return nul || inv ? NULL : sq_trim(line);
-}
-
 /*
  * `skipq enqueue --file`: one job object per line, all in one transaction
  * (the file is enqueued whole or not at all), sent in batches through
  * skipq.enqueue_many(), with a progress line every second on stderr. A
  * line is checked here for what the server cannot see (a NUL byte ends a
  * C string, so it would silently cut the line) and parsed by the server
- * on its own (struct file_batch).
+ * on its own (struct file_batch); the per-line check is cli/ndjson.c.
  */
 static int enqueue_file(PGconn *conn, const char *path)
 {
@@ -501,7 +482,7 @@ static int enqueue_file(PGconn *conn, const char *path)
         ssize_t got = getline(&line, &cap, f);
         if (got >= 0) {
             lineno++;
-            char *t = file_line(line, (size_t)got, err, sizeof err);
+            char *t = sq_ndjson_line(line, (size_t)got, err, sizeof err);
             if (!t) {
                 char msg[SKIPQ_ERRBUF_SIZE + 700];
                 snprintf(msg, sizeof msg, "%s:%ld: %s", path, lineno, err);

@@ -633,6 +633,18 @@ static const char *elf_problem(struct sq_elf *e)
     return why;
 }
 
+/* The ELF check alone, for tests/fuzz: see plugin.h. */
+const char *sq_plugin_elf_check(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return "cannot be read";
+    struct sq_elf e = {.fd = fd, .size = (uint64_t)st.st_size};
+    const char *why = elf_problem(&e);
+    elf_free(&e);
+    return why;
+}
+
 /* ---- where the loader will look for the plugin's libraries ----------------------------- */
 
 /*

@@ -36,4 +36,13 @@ void sq_plugins_unload(struct sq_plugins *ps);
 /* Name of the plugin that owns a handler, for logs. */
 const char *sq_handler_plugin_name(const struct sq_handler *h);
 
+/*
+ * The loader's check of a plugin file's ELF structure (headers, program
+ * headers, dynamic section, the strings it names), on an open regular file:
+ * NULL if the loader could take it, else why not ("is truncated or
+ * corrupt (...)", static text). The loader runs the same check before
+ * dlopen; this entry point is for tests/fuzz/fuzz_plugin_elf.c.
+ */
+const char *sq_plugin_elf_check(int fd);
+
 #endif

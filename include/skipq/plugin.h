@@ -38,14 +38,32 @@
 extern "C" {
 #endif
 
+/*
+ * The ABI this header describes. Fixed here, never taken from the build: a
+ * plugin that claims another version must write its descriptor itself (as
+ * tests/fixtures/bad_abi.c does), and -DSKIPQ_ABI_MAJOR=... on a compiler's
+ * command line is a redefinition the compiler reports.
+ */
 #define SKIPQ_ABI_MAGIC 0x534b5051u /* "SKPQ" */
-#ifndef SKIPQ_ABI_MAJOR
 #define SKIPQ_ABI_MAJOR 1
-#endif
-#ifndef SKIPQ_ABI_MINOR
 #define SKIPQ_ABI_MINOR 0
-#endif
 
+/*
+ * Error codes and message sizes (skipq.h tells the same story):
+ * - Each public header has one status enum, numbered from 0 and appended to
+ *   only: a value is never renumbered or reused. skipq_plugin_rc
+ *   (SKIPQ_PLUGIN_E*, here) is what the host's calls return to a plugin;
+ *   skipq_rc (SKIPQ_E*, in skipq.h) is what libskipq's calls return. They
+ *   are two enums, not one: 0 is success and 1 a bad argument in both, but
+ *   past that a number means one thing in each (SKIPQ_PLUGIN_ENOMEM is 4
+ *   since ABI 1.0, SKIPQ_ENOMEM is 3), so compare a value only with the
+ *   names of its own enum. A handler's outcome (skipq_outcome) is not a
+ *   status: it says what becomes of the job.
+ * - Two sizes, one per direction. SKIPQ_ERROR_SIZE (1024) is the longest
+ *   message the host keeps from you: a handler's error for one attempt
+ *   (skipq_job_error), cut to SKIPQ_ERROR_SIZE - 1 bytes. SKIPQ_ERRBUF_SIZE
+ *   (512, skipq.h) is the buffer you hand libskipq for a message it writes.
+ */
 /* Longest error message the host keeps for one attempt (bytes, with NUL). */
 #define SKIPQ_ERROR_SIZE 1024
 

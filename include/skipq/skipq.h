@@ -9,6 +9,27 @@
  * SKIPQ_ERRBUF_SIZE bytes are always enough.
  *
  * Thread safety: libskipq keeps no global state; use one PGconn per thread.
+ *
+ * Error codes and message sizes (plugin.h tells the same story):
+ * - Each public header has one status enum, numbered from 0 and appended to
+ *   only: a value is never renumbered or reused. skipq_rc (SKIPQ_E*, here)
+ *   is what libskipq's calls return; skipq_plugin_rc (SKIPQ_PLUGIN_E*, in
+ *   plugin.h) is what the host's calls return to a plugin. They are two
+ *   enums, not one: 0 is success and 1 a bad argument in both, but past
+ *   that a number means one thing in each (SKIPQ_ENOMEM is 3,
+ *   SKIPQ_PLUGIN_ENOMEM is 4, as plugins built for ABI 1.0 have it), so
+ *   compare a value only with the names of its own enum.
+ * - Two sizes, one per direction. SKIPQ_ERRBUF_SIZE (512) is the buffer you
+ *   hand skipq for a message it writes: every call's message fits in it, and
+ *   a smaller buffer gets the message cut, still NUL-terminated.
+ *   SKIPQ_ERROR_SIZE (1024, plugin.h) is the longest message skipq keeps
+ *   from you: a handler's error for one attempt, cut beyond it.
+ *
+ * Binary compatibility: libskipq.so exports only the skipq_* calls of this
+ * header and version.h (SKIPQ_API). Its SONAME (libskipq.so.N) changes when
+ * a call, or a struct a program fills in (skipq_enqueue_opts), changes in a
+ * way a program built against the older header would notice; new fields
+ * are appended at the end and come with a new SONAME.
  */
 #ifndef SKIPQ_SKIPQ_H
 #define SKIPQ_SKIPQ_H
@@ -16,11 +37,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "skipq/export.h"
+#include "skipq/version.h" /* SKIPQ_VERSION, skipq_version() */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SKIPQ_VERSION "0.1.0"
 #define SKIPQ_ERRBUF_SIZE 512
 
 struct pg_conn;
@@ -35,7 +58,7 @@ typedef enum skipq_rc {
 } skipq_rc;
 
 /* A static, human-readable name for `rc`. */
-const char *skipq_strerror(skipq_rc rc);
+SKIPQ_API const char *skipq_strerror(skipq_rc rc);
 
 /* Options for skipq_enqueue(). Zero-initialise, then set what you need. */
 typedef struct skipq_enqueue_opts {
@@ -64,8 +87,8 @@ typedef struct skipq_enqueue_opts {
  * max_attempts < 1, a key of more than 256 characters or a parent id that
  * does not exist give SKIPQ_EINVAL and write nothing.
  */
-skipq_rc skipq_enqueue(struct pg_conn *conn, const char *kind, const char *payload,
-                       const skipq_enqueue_opts *opts, int64_t *id_out, char *errbuf, size_t errbuf_len);
+SKIPQ_API skipq_rc skipq_enqueue(struct pg_conn *conn, const char *kind, const char *payload,
+                                 const skipq_enqueue_opts *opts, int64_t *id_out, char *errbuf, size_t errbuf_len);
 
 /*
  * Enqueue many jobs in one statement. `jobs_json` is a JSON array of
@@ -75,8 +98,8 @@ skipq_rc skipq_enqueue(struct pg_conn *conn, const char *kind, const char *paylo
  * message of an SKIPQ_EINVAL names the first bad element (0-based) and why.
  * On success *count_out (if not NULL) receives the number of jobs added.
  */
-skipq_rc skipq_enqueue_many(struct pg_conn *conn, const char *jobs_json, int64_t *count_out, char *errbuf,
-                            size_t errbuf_len);
+SKIPQ_API skipq_rc skipq_enqueue_many(struct pg_conn *conn, const char *jobs_json, int64_t *count_out,
+                                      char *errbuf, size_t errbuf_len);
 
 /*
  * The bulk path: stream jobs into skipq.jobs with one COPY statement, the
@@ -100,11 +123,11 @@ skipq_rc skipq_enqueue_many(struct pg_conn *conn, const char *jobs_json, int64_t
  * The role needs INSERT on skipq.jobs' columns (sql/roles.sql: skipq_bulk).
  */
 typedef struct skipq_copy skipq_copy;
-skipq_rc skipq_copy_begin(struct pg_conn *conn, skipq_copy **out, char *errbuf, size_t errbuf_len);
-skipq_rc skipq_copy_add(skipq_copy *cp, const char *kind, const char *payload, const skipq_enqueue_opts *opts,
-                        char *errbuf, size_t errbuf_len);
-skipq_rc skipq_copy_end(skipq_copy *cp, int64_t *count_out, char *errbuf, size_t errbuf_len);
-void skipq_copy_abort(skipq_copy *cp);
+SKIPQ_API skipq_rc skipq_copy_begin(struct pg_conn *conn, skipq_copy **out, char *errbuf, size_t errbuf_len);
+SKIPQ_API skipq_rc skipq_copy_add(skipq_copy *cp, const char *kind, const char *payload,
+                                  const skipq_enqueue_opts *opts, char *errbuf, size_t errbuf_len);
+SKIPQ_API skipq_rc skipq_copy_end(skipq_copy *cp, int64_t *count_out, char *errbuf, size_t errbuf_len);
+SKIPQ_API void skipq_copy_abort(skipq_copy *cp);
 
 /*
  * Bring the skipq schema up to date. Idempotent; safe when several hosts run
@@ -118,12 +141,12 @@ void skipq_copy_abort(skipq_copy *cp);
  * member of, nor a superuser; and CREATE on the schema granted to such a
  * role.
  */
-skipq_rc skipq_migrate(struct pg_conn *conn, int *applied_out, char *errbuf, size_t errbuf_len);
+SKIPQ_API skipq_rc skipq_migrate(struct pg_conn *conn, int *applied_out, char *errbuf, size_t errbuf_len);
 
 /* The schema version this library needs, and the one in the database (0 if
  * none). */
-int skipq_schema_version_required(void);
-skipq_rc skipq_schema_version(struct pg_conn *conn, int *version_out, char *errbuf, size_t errbuf_len);
+SKIPQ_API int skipq_schema_version_required(void);
+SKIPQ_API skipq_rc skipq_schema_version(struct pg_conn *conn, int *version_out, char *errbuf, size_t errbuf_len);
 
 #ifdef __cplusplus
 }

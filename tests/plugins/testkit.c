@@ -1,6 +1,10 @@
 /*
  * testkit.c -- a handler whose payload says what to do; for tests and demos.
  *
+ * It lives under tests/ and is never installed: on request it crashes the
+ * host. It is built next to the example plugins (build/plugins/testkit.so,
+ * SKIPQ_PLUGIN_DIR of the harness), with the test suites.
+ *
  * Payload keys (all optional; with none the job succeeds):
  *   "sleep_ms": N       work for N ms (polling skipq_job_should_stop every 5 ms)
  *   "fail_times": N     fail (retryable) while attempt <= N, then succeed
