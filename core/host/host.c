@@ -47,11 +47,11 @@
  */
 static bool check_isolation(PGconn *conn, const char *where)
 {
-    PGresult *res = PQexec(conn, "SELECT pg_catalog.current_setting('default_transaction_isolation')");
-    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    char err[512];
+    PGresult *res =
+        sq_db_query(conn, "SELECT pg_catalog.current_setting('default_transaction_isolation')", 0, NULL, err, sizeof err);
+    bool ok = res != NULL; /* one row: current_setting() of a known name */
     if (!ok) {
-        char err[512];
-        sq_db_error(conn, res, err, sizeof err);
         log_error("cannot read default_transaction_isolation (%s): %s", where, err);
     } else if (strcmp(PQgetvalue(res, 0, 0), "read committed") != 0) {
         log_error("pooler = transaction: default_transaction_isolation is '%s' in %s; skipq needs 'read committed' "

@@ -56,12 +56,9 @@ out:
 
 static bool exec_params(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
 {
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
-    if (!ok)
-        sq_db_error(conn, res, err, errlen);
+    PGresult *res = sq_db_query(conn, sql, n, params, err, errlen);
     PQclear(res);
-    return ok;
+    return res != NULL;
 }
 
 bool sq_hosts_beat(PGconn *conn, const struct sq_host *h, bool first, char *err, size_t errlen)
@@ -100,13 +97,9 @@ long sq_hosts_advance_totals(PGconn *conn, int64_t lag_ms, char *err, size_t err
     char lag[24];
     snprintf(lag, sizeof lag, "%lld", (long long)lag_ms);
     const char *params[1] = {lag};
-    PGresult *res =
-        PQexecParams(conn, "SELECT skipq.advance_totals($1::pg_catalog.int8)", 1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_query(conn, "SELECT skipq.advance_totals($1::pg_catalog.int8)", 1, params, err, errlen);
+    if (!res)
         return -2;
-    }
     long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
     return n;

@@ -514,12 +514,11 @@ bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen)
     if (unnamed)
         return true;
     for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++) {
-        PGresult *res = PQprepare(conn, statements[i].name, statements[i].sql, 0, NULL);
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-            char msg[512];
-            sq_db_error(conn, res, msg, sizeof msg);
+        char msg[512];
+        PGresult *res = sq_db_check(conn, PQprepare(conn, statements[i].name, statements[i].sql, 0, NULL), msg,
+                                    sizeof msg);
+        if (!res) {
             snprintf(err, errlen, "could not prepare %s: %s", statements[i].name, msg);
-            PQclear(res);
             return false;
         }
         PQclear(res);
@@ -579,12 +578,9 @@ int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, con
 static enum sq_complete run_complete(PGconn *conn, const char *stmt, int nparams, const char *const *params,
                                      char *err, size_t errlen)
 {
-    PGresult *res = run_stmt(conn, stmt, nparams, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_check(conn, run_stmt(conn, stmt, nparams, params), err, errlen);
+    if (!res)
         return SQ_COMPLETE_ERROR;
-    }
     enum sq_complete r = SQ_COMPLETE_FENCED;
     if (PQntuples(res) == 1) {
         if (strcmp(stmt, "sq_done") == 0)
@@ -644,12 +640,10 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
     bool claim_only = !limited && done->n == 0; /* sq_claim takes $1-$5 and the budget as $6 */
     bool claim_one = claim_only && limit == 1; /* sq_claim_one takes $1-$4 */
     const char *stmt = limited ? "sq_cycle_limited" : claim_one ? "sq_claim_one" : claim_only ? "sq_claim" : "sq_cycle";
-    PGresult *res = run_stmt(conn, stmt, claim_one ? 4 : claim_only ? 6 : 11, claim_only ? claim_params : params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    int nparams = claim_one ? 4 : claim_only ? 6 : 11;
+    PGresult *res = sq_db_check(conn, run_stmt(conn, stmt, nparams, claim_only ? claim_params : params), err, errlen);
+    if (!res)
         goto out;
-    }
     for (size_t i = 0; applied && i < done->n; i++)
         applied[i] = 0;
     n = 0;
@@ -687,12 +681,9 @@ int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit,
     snprintf(a, sizeof a, "%" PRId64, age_ms);
     snprintf(l, sizeof l, "%d", limit);
     const char *params[3] = {status, a, l};
-    PGresult *res = run_stmt(conn, "sq_retain", 3, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_check(conn, run_stmt(conn, "sq_retain", 3, params), err, errlen);
+    if (!res)
         return -2;
-    }
     int n = atoi(PQgetvalue(res, 0, 0));
     PQclear(res);
     return n;
@@ -734,12 +725,9 @@ int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, c
         goto out;
     }
     const char *params[3] = {a, b, c};
-    PGresult *res = run_stmt(conn, "sq_heartbeat", 3, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_check(conn, run_stmt(conn, "sq_heartbeat", 3, params), err, errlen);
+    if (!res)
         goto out;
-    }
     for (size_t i = 0; i < n; i++)
         state[i] = SQ_LEASE_LOST;
     count = 0;
@@ -768,12 +756,9 @@ out:
 static int exec_count(PGconn *conn, const char *stmt, int nparams, const char *const *params, char *err,
                       size_t errlen)
 {
-    PGresult *res = run_stmt(conn, stmt, nparams, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_check(conn, run_stmt(conn, stmt, nparams, params), err, errlen);
+    if (!res)
         return -1;
-    }
     int n = PQntuples(res);
     PQclear(res);
     return n;
@@ -790,12 +775,9 @@ int sq_queue_reap_kinds(PGconn *conn, int limit, void (*each)(void *arg, const c
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
     const char *params[1] = {lim};
-    PGresult *res = run_stmt(conn, "sq_reap", 1, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_check(conn, run_stmt(conn, "sq_reap", 1, params), err, errlen);
+    if (!res)
         return -1;
-    }
     int n = PQntuples(res);
     for (int i = 0; each && i < n; i++)
         each(arg, PQgetvalue(res, i, 0));

@@ -134,18 +134,6 @@ static const char AGING_SQL[] =
     "  RETURNING 1)"
     " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT pg_catalog.count(*) FROM u) ELSE -1 END";
 
-static PGresult *exec(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
-{
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-    ExecStatusType st = PQresultStatus(res);
-    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
-        return NULL;
-    }
-    return res;
-}
-
 /* ---- start ---------------------------------------------------------------------- */
 
 static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct sq_cron_conf *k, char *err,
@@ -153,7 +141,7 @@ static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct s
 {
     char why[512];
     const char *p1[1] = {k->payload};
-    PGresult *res = exec(conn, "SELECT pg_catalog.jsonb_typeof($1::pg_catalog.jsonb)", 1, p1, why, sizeof why);
+    PGresult *res = sq_db_query(conn, "SELECT pg_catalog.jsonb_typeof($1::pg_catalog.jsonb)", 1, p1, why, sizeof why);
     if (!res || strcmp(PQgetvalue(res, 0, 0), "object") != 0) {
         *bad_config = true;
         snprintf(err, errlen, "%s:%d: [cron %s] payload: %s", cfg->path, k->line, k->name,
@@ -163,7 +151,7 @@ static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct s
     }
     PQclear(res);
     const char *p2[1] = {k->timezone};
-    res = exec(conn, "SELECT pg_catalog.now() AT TIME ZONE $1", 1, p2, why, sizeof why);
+    res = sq_db_query(conn, "SELECT pg_catalog.now() AT TIME ZONE $1", 1, p2, why, sizeof why);
     if (!res) {
         *bad_config = true;
         snprintf(err, errlen, "%s:%d: [cron %s] timezone: %s", cfg->path, k->line, k->name, why);
@@ -171,7 +159,7 @@ static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct s
     }
     PQclear(res);
     const char *p3[3] = {k->name, k->schedule, k->timezone};
-    res = exec(conn, CRON_REGISTER_SQL, 3, p3, why, sizeof why);
+    res = sq_db_query(conn, CRON_REGISTER_SQL, 3, p3, why, sizeof why);
     if (!res) {
         snprintf(err, errlen, "cannot register [cron %s]: %s", k->name, why);
         return false;
@@ -192,7 +180,7 @@ static bool register_limits(PGconn *conn, const struct sq_config *cfg, char *err
         const char *params[4] = {k->name, k->max_running ? mr : NULL, k->rate ? rt : NULL,
                                  k->rate ? k->rate_unit : NULL};
         char why[512];
-        PGresult *res = exec(conn, LIMIT_REGISTER_SQL, 4, params, why, sizeof why);
+        PGresult *res = sq_db_query(conn, LIMIT_REGISTER_SQL, 4, params, why, sizeof why);
         if (!res) {
             snprintf(err, errlen, "cannot register the limits of [kind %s]: %s", k->name, why);
             return false;
@@ -208,7 +196,7 @@ static bool register_limits(PGconn *conn, const struct sq_config *cfg, char *err
 /* Flag the groups that serve a kind with a row in skipq.kind_limits. */
 static bool refresh_limits(struct sq_host *h, PGconn *conn, char *err, size_t errlen)
 {
-    PGresult *res = exec(conn, "SELECT kind FROM skipq.kind_limits", 0, NULL, err, errlen);
+    PGresult *res = sq_db_query(conn, "SELECT kind FROM skipq.kind_limits", 0, NULL, err, errlen);
     if (!res)
         return false;
     for (size_t g = 0; g < h->ngroups; g++) {
@@ -281,7 +269,7 @@ static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_con
 {
     char err[512];
     const char *rp[2] = {k->name, k->timezone};
-    PGresult *res = exec(conn, CRON_READ_SQL, 2, rp, err, sizeof err);
+    PGresult *res = sq_db_query(conn, CRON_READ_SQL, 2, rp, err, sizeof err);
     if (!res || PQntuples(res) != 1) {
         log_warn("cron %s: cannot read its state: %s", k->name, res ? "the row is gone (restart to register it)" : err);
         PQclear(res);
@@ -316,7 +304,7 @@ static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_con
     static const char *const policy[] = {"latest", "all", "none"};
     const char *params[11] = {prev, k->timezone, arr, k->name, k->queue, k->kind, k->payload, prio, att,
                               policy[k->catch_up], window};
-    res = arr ? exec(conn, CRON_FIRE_SQL, 11, params, err, sizeof err) : NULL;
+    res = arr ? sq_db_query(conn, CRON_FIRE_SQL, 11, params, err, sizeof err) : NULL;
     if (!res)
         log_warn("cron %s: cannot enqueue its due tick(s): %s", k->name, arr ? err : "out of memory");
     else if (atoi(PQgetvalue(res, 0, 0)) == 1)
@@ -343,7 +331,7 @@ static void aging_round(struct sq_host *h, PGconn *conn)
         int64_t end = sq_now_ms() + 1000;
         long n, total = 0;
         do {
-            PGresult *res = exec(conn, AGING_SQL, 4, params, err, sizeof err);
+            PGresult *res = sq_db_query(conn, AGING_SQL, 4, params, err, sizeof err);
             if (!res) {
                 log_warn("queue \"%s\": priority aging failed: %s", g->queue, err);
                 break;
@@ -368,8 +356,8 @@ void sq_deps_round(struct sq_host *h, PGconn *conn)
     int64_t end = sq_now_ms() + 1000;
     long n, total = 0;
     do {
-        PGresult *res = exec(conn, "SELECT skipq.settle_dependencies($1::pg_catalog.int4)", 1, params, err,
-                             sizeof err);
+        PGresult *res =
+            sq_db_query(conn, "SELECT skipq.settle_dependencies($1::pg_catalog.int4)", 1, params, err, sizeof err);
         if (!res) {
             log_warn("dependencies: cannot settle newly enqueued children: %s", err);
             return;
