@@ -316,8 +316,7 @@ static void release_running(struct sq_host *h)
         conn = NULL;
     }
     if (conn && done.n) {
-        int r = sq_queue_cycle(conn, "", "{}", "{}", "shutdown", 0, false, &done, NULL, applied, err, sizeof err);
-        if (r < 0)
+        if (sq_queue_record(conn, &done, applied, err, sizeof err) < 0)
             log_error("shutdown grace over: could not record %zu finished job(s); their leases will expire: %s",
                       done.n, err);
     }

@@ -400,23 +400,6 @@ static int64_t lease_for(const struct sq_host *h, const char *kind)
 
 /* ---- completion ---------------------------------------------------------------------- */
 
-/* A fenced outcome: was the job cancelled under the handler, or taken over?
- * Asked only on this rare path, to tell the two apart in the counters. */
-static bool was_cancelled(PGconn *conn, int64_t execution_id)
-{
-    if (!conn || PQstatus(conn) != CONNECTION_OK)
-        return false;
-    char b[24];
-    snprintf(b, sizeof b, "%" PRId64, execution_id);
-    const char *params[1] = {b};
-    PGresult *res = PQexecParams(conn, "SELECT status FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $1",
-                                 1, NULL, params, NULL, NULL, 0);
-    bool cancelled = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-                     strcmp(PQgetvalue(res, 0, 0), "cancelled") == 0;
-    PQclear(res);
-    return cancelled;
-}
-
 static void count_outcome(struct sq_host *h, PGconn *conn, const struct sq_claimed *c, enum sq_complete r)
 {
     struct sq_kind_rt *k = sq_host_kind(h, c->kind);
@@ -425,7 +408,7 @@ static void count_outcome(struct sq_host *h, PGconn *conn, const struct sq_claim
     atomic_ulong *n = r == SQ_COMPLETE_DONE    ? &k->done
                       : r == SQ_COMPLETE_RETRY ? &k->retried
                       : r == SQ_COMPLETE_DEAD  ? &k->dead
-                      : was_cancelled(conn, c->execution_id) ? &k->cancelled
+                      : sq_queue_cancelled(conn, c->execution_id) ? &k->cancelled
                                                               : &k->fenced;
     atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
 }
@@ -456,32 +439,6 @@ static void log_outcome(struct sq_host *h, PGconn *conn, const struct sq_claimed
     }
 }
 
-/*
- * An outcome came back as changing nothing. Either another worker owns the
- * job now (fenced), or this very outcome was committed by an earlier try
- * whose reply was lost with the connection: only this worker ever marks its
- * execution done, retry or dead (the sweep writes lost, shutdown
- * interrupted), so the execution's status tells which.
- */
-static enum sq_complete already_recorded(PGconn *conn, int64_t execution_id)
-{
-    char b[24];
-    snprintf(b, sizeof b, "%" PRId64, execution_id);
-    const char *params[1] = {b};
-    PGresult *res = PQexecParams(conn, "SELECT status FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $1",
-                                 1, NULL, params, NULL, NULL, 0);
-    enum sq_complete r = SQ_COMPLETE_FENCED;
-    if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
-        const char *st = PQgetvalue(res, 0, 0);
-        r = strcmp(st, "done") == 0    ? SQ_COMPLETE_DONE
-            : strcmp(st, "retry") == 0 ? SQ_COMPLETE_RETRY
-            : strcmp(st, "dead") == 0  ? SQ_COMPLETE_DEAD
-                                       : SQ_COMPLETE_FENCED;
-    }
-    PQclear(res);
-    return r;
-}
-
 /* Autocommit completion, retried across reconnects: fencing makes a repeat
  * harmless (it changes nothing the second time). */
 static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp, const struct sq_claimed *c,
@@ -496,7 +453,7 @@ static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp,
                                  : sq_queue_fail(*connp, c->id, c->execution_id, out == SKIPQ_FAIL, delay_ms,
                                                  error, err, sizeof err);
         if (r == SQ_COMPLETE_FENCED && tries > 0)
-            return already_recorded(*connp, c->execution_id);
+            return sq_queue_recorded(*connp, c->execution_id);
         if (r != SQ_COMPLETE_ERROR)
             return r;
         bool lost = sq_db_conn_lost(*connp, NULL);
@@ -512,22 +469,6 @@ static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp,
                   c->id, err);
         return SQ_COMPLETE_ERROR;
     }
-}
-
-/* Did our done marker commit? Asked after the connection died mid-COMMIT. */
-static bool committed_as_done(PGconn *conn, const struct sq_claimed *c)
-{
-    char a[24], b[24];
-    snprintf(a, sizeof a, "%" PRId64, c->id);
-    snprintf(b, sizeof b, "%" PRId64, c->execution_id);
-    const char *params[2] = {a, b};
-    PGresult *res = PQexecParams(conn,
-                                 "SELECT 1 FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $2"
-                                 " AND job_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'done'",
-                                 2, NULL, params, NULL, NULL, 0);
-    bool done = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
-    PQclear(res);
-    return done;
 }
 
 /* The handler's transaction: done marker and its writes commit together. */
@@ -558,7 +499,7 @@ static enum sq_complete complete_in_txn(struct sq_worker *w, PGconn **connp, con
             log_warn("job %" PRId64 ": connection lost during COMMIT; checking whether it landed", c->id);
             PQfinish(conn);
             *connp = conn = reconnect(w, false);
-            if (committed_as_done(conn, c))
+            if (sq_queue_committed_done(conn, c->id, c->execution_id))
                 return SQ_COMPLETE_DONE;
             snprintf(error, errlen, "connection lost while committing the handler's transaction");
             *out = SKIPQ_RETRY;
@@ -657,7 +598,7 @@ static void pending_report(struct sq_worker *w, PGconn *conn, const struct pendi
     for (size_t i = 0; i < p->o.n; i++) {
         enum sq_complete r = (enum sq_complete)p->applied[i];
         if (r == SQ_COMPLETE_FENCED && p->retried)
-            r = already_recorded(conn, p->o.execs[i]);
+            r = sq_queue_recorded(conn, p->o.execs[i]);
         log_outcome(w->host, conn, &p->jobs[i], r, p->o.errors[i] ? p->o.errors[i] : "");
         note_retry(w, r, p->o.delays[i], now);
     }
