@@ -31,6 +31,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "host/kinds.h"
 #include "host/metrics.h"
 #include "host/notify.h"
 #include "host/plugin.h"
@@ -116,15 +117,15 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
         }
         for (size_t k = 0; k < n; k++) {
             const char *kind = gc->kinds ? gc->kinds[k] : all[k];
-            if (!sq_plugins_find(h->plugins, kind)) {
+            const struct sq_kind *kr = sq_kinds_find(h->kinds, kind);
+            if (!kr) {
                 snprintf(err, errlen, "%s:%d: [queue %s] kinds: no plugin registered a handler for kind \"%s\"",
                          cfg->path, gc->line, gc->queue, kind);
                 free(leases);
                 return false;
             }
             g->kinds[k] = kind;
-            const struct sq_kind_conf *kc = sq_config_kind(cfg, kind);
-            leases[k] = kc && kc->lease_ms ? kc->lease_ms : cfg->lease_ms;
+            leases[k] = kr->lease_ms;
         }
         g->nkinds = n;
         if (n == 0) {
@@ -140,39 +141,6 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
             return false;
     }
     return true;
-}
-
-void sq_kind_policy_set(struct sq_kind_rt *k, const struct sq_config *cfg)
-{
-    const struct sq_kind_conf *kc = sq_config_kind(cfg, k->name);
-    atomic_store(&k->backoff_base_ms, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS);
-    atomic_store(&k->backoff_cap_ms, kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS);
-    atomic_store(&k->timeout_ms, kc ? kc->timeout_ms : 0);
-    atomic_store(&k->max_attempts, kc ? kc->max_attempts : 0);
-}
-
-/* The per-kind runtime table: live policy and counters. */
-static bool build_kinds(struct sq_host *h)
-{
-    const char *const *all;
-    size_t n = sq_plugins_kinds(h->plugins, &all);
-    h->kinds = calloc(n ? n : 1, sizeof *h->kinds);
-    if (!h->kinds)
-        return false;
-    h->nkinds = n;
-    for (size_t i = 0; i < n; i++) {
-        h->kinds[i].name = all[i];
-        sq_kind_policy_set(&h->kinds[i], h->cfg);
-    }
-    return true;
-}
-
-struct sq_kind_rt *sq_host_kind(struct sq_host *h, const char *kind)
-{
-    for (size_t i = 0; i < h->nkinds; i++)
-        if (strcmp(h->kinds[i].name, kind) == 0)
-            return &h->kinds[i];
-    return NULL;
 }
 
 bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *why, size_t whylen)
@@ -444,7 +412,7 @@ static void host_free(struct sq_host *h)
     for (int i = 0; i < h->nworkers; i++)
         free(h->workers[i].slots);
     free(h->workers);
-    free(h->kinds);
+    sq_kinds_free(h->kinds);
     sq_plugins_unload(h->plugins);
     sq_dbparams_free(&h->params);
     sq_dbparams_free(&h->listen_params);
@@ -500,7 +468,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         rc = 2;
         goto out;
     }
-    if (!build_kinds(h)) {
+    if (!(h->kinds = sq_kinds_build(h->plugins, cfg))) {
         log_error("out of memory");
         goto out;
     }

@@ -13,27 +13,12 @@ struct sq_config;
 struct sq_plugins;
 struct sq_host;
 struct sq_metrics;
+struct sq_kinds;
 
 /* Longest wait between two reconnection attempts of a worker. */
 #define SQ_RECONNECT_MAX_MS 10000
 
-/* Upper bounds (seconds) of skipq_handler_duration_seconds; +Inf follows. */
-#define SQ_DURATION_BUCKETS 14
 #define SQ_DUE_MAX 64 /* due times remembered per group */
-
-/*
- * One per kind a plugin registered, for the host's lifetime: the live retry
- * policy (SIGHUP rewrites it; workers read it per job) and the counters
- * /metrics reports. Everything is atomic: no lock on the job path.
- */
-struct sq_kind_rt {
-    const char *name; /* the registry's copy */
-    _Atomic int64_t backoff_base_ms, backoff_cap_ms, timeout_ms;
-    atomic_int max_attempts; /* 0: schema default */
-    atomic_ulong claimed, done, retried, dead, fenced, lost, cancelled;
-    atomic_ulong duration_buckets[SQ_DURATION_BUCKETS + 1]; /* not cumulative; last is +Inf */
-    atomic_ullong duration_sum_us;
-};
 
 /* One thread group: a queue and the kinds its threads claim. */
 struct sq_group {
@@ -116,8 +101,7 @@ struct sq_host {
     pthread_cond_t wake;    /* worker exits */
     pthread_mutex_t slots_lock;
 
-    struct sq_kind_rt *kinds; /* one per registered kind */
-    size_t nkinds;
+    struct sq_kinds *kinds;   /* one per registered kind */
     _Atomic int64_t poll_ms;  /* live copy of [host] poll_interval */
     struct sq_metrics *metrics; /* NULL: [metrics] off */
     atomic_bool workers_built;  /* workers[] is complete: other threads may read it */
@@ -128,11 +112,6 @@ struct sq_host {
                               thread runs sq_deps_round without waiting for its round */
 };
 
-/* The runtime entry of a registered kind (NULL for an unknown kind). */
-struct sq_kind_rt *sq_host_kind(struct sq_host *h, const char *kind);
-/* Count a finished handler of `kind` that ran for `us` microseconds. */
-void sq_kind_observe(struct sq_kind_rt *k, int64_t us);
-extern const double sq_duration_bounds[SQ_DURATION_BUCKETS];
 /*
  * Are the host's threads making progress? A worker counts as stuck when it
  * is not running a handler and has not gone round its loop for stale_ms
@@ -144,8 +123,6 @@ bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *
 /* reload.c: SIGHUP. Re-read the INI file, apply what can change live, log
  * what needs a restart; a bad file changes nothing. */
 void sq_host_reload(struct sq_host *h);
-/* Set a kind's live policy from cfg's [kind] section (or the defaults). */
-void sq_kind_policy_set(struct sq_kind_rt *k, const struct sq_config *cfg);
 
 /* Entry point of `skipq run`. Returns the process exit code. */
 int sq_host_run(struct sq_config *cfg, const char *db_flag);
@@ -174,7 +151,5 @@ void sq_host_stop(struct sq_host *h);
 
 /* listen.c */
 void *sq_listener_main(void *arg);
-/* Backoff for retry n (1-based) of a kind: exponential, capped, jittered. */
-int64_t sq_backoff_ms(int attempt, int64_t base_ms, int64_t cap_ms, uint32_t *seed);
 
 #endif

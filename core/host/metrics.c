@@ -50,6 +50,7 @@
 
 #include "common/config.h"
 #include "host/host.h"
+#include "host/kinds.h"
 #include "common/log.h"
 #include "host/queue.h"
 #include "common/util.h"
@@ -58,9 +59,6 @@
 #define DEADLINE_MS 5000
 #define PER_ADDRESS 8
 #define MAX_CONNECTIONS 64
-
-const double sq_duration_bounds[SQ_DURATION_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                        1,     2.5,  5,     10,   30,  60,   300};
 
 /* A connection libmicrohttpd holds, as its socket context. */
 struct http_conn {
@@ -85,18 +83,6 @@ struct sq_metrics {
     long long *ready;    /* per group */
     double *oldest_age;  /* per group, seconds */
 };
-
-void sq_kind_observe(struct sq_kind_rt *k, int64_t us)
-{
-    if (us < 0)
-        us = 0;
-    double s = (double)us / 1e6;
-    int b = 0;
-    while (b < SQ_DURATION_BUCKETS && s > sq_duration_bounds[b])
-        b++;
-    atomic_fetch_add_explicit(&k->duration_buckets[b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&k->duration_sum_us, (unsigned long long)us, memory_order_relaxed);
-}
 
 /* ---- sampling (heartbeat thread) ------------------------------------------------ */
 
@@ -158,23 +144,24 @@ static void put_header(FILE *f, const char *name, const char *type, const char *
 }
 
 /* One counter family with a sample per kind; `off` selects the field. */
-static void put_kind_counter(FILE *f, const struct sq_host *h, const char *name, const char *help, size_t off)
+static void put_kind_counter(FILE *f, struct sq_kinds *ks, const char *name, const char *help, size_t off)
 {
     put_header(f, name, "counter", help);
-    for (size_t i = 0; i < h->nkinds; i++) {
-        const atomic_ulong *c = (const atomic_ulong *)((const char *)&h->kinds[i] + off);
+    for (size_t i = 0; i < sq_kinds_count(ks); i++) {
+        const struct sq_kind *k = sq_kinds_at(ks, i);
+        const atomic_ulong *c = (const atomic_ulong *)((const char *)k + off);
         fprintf(f, "%s{kind=\"", name);
-        put_label(f, h->kinds[i].name);
+        put_label(f, k->name);
         fprintf(f, "\"} %lu\n", atomic_load_explicit(c, memory_order_relaxed));
     }
 }
 
-static void put_histogram(FILE *f, struct sq_host *h)
+static void put_histogram(FILE *f, struct sq_kinds *ks)
 {
     const char *name = "skipq_handler_duration_seconds";
     put_header(f, name, "histogram", "Time handlers took, from start to return.");
-    for (size_t i = 0; i < h->nkinds; i++) {
-        struct sq_kind_rt *k = &h->kinds[i];
+    for (size_t i = 0; i < sq_kinds_count(ks); i++) {
+        const struct sq_kind *k = sq_kinds_at(ks, i);
         unsigned long long cum = 0;
         for (int b = 0; b <= SQ_DURATION_BUCKETS; b++) {
             cum += atomic_load_explicit(&k->duration_buckets[b], memory_order_relaxed);
@@ -235,24 +222,25 @@ static char *render_metrics(struct sq_host *h, size_t *len)
 {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
+    struct sq_kinds *ks = h->kinds;
     if (!f)
         return NULL;
-    put_kind_counter(f, h, "skipq_jobs_claimed_total", "Jobs this host claimed.",
-                     offsetof(struct sq_kind_rt, claimed));
-    put_kind_counter(f, h, "skipq_jobs_done_total", "Jobs this host completed.", offsetof(struct sq_kind_rt, done));
-    put_kind_counter(f, h, "skipq_jobs_retried_total", "Failed attempts that will be retried.",
-                     offsetof(struct sq_kind_rt, retried));
-    put_kind_counter(f, h, "skipq_jobs_dead_total", "Jobs that failed for good (permanent failure or out of attempts).",
-                     offsetof(struct sq_kind_rt, dead));
-    put_kind_counter(f, h, "skipq_jobs_fenced_total",
+    put_kind_counter(f, ks, "skipq_jobs_claimed_total", "Jobs this host claimed.",
+                     offsetof(struct sq_kind, claimed));
+    put_kind_counter(f, ks, "skipq_jobs_done_total", "Jobs this host completed.", offsetof(struct sq_kind, done));
+    put_kind_counter(f, ks, "skipq_jobs_retried_total", "Failed attempts that will be retried.",
+                     offsetof(struct sq_kind, retried));
+    put_kind_counter(f, ks, "skipq_jobs_dead_total", "Jobs that failed for good (permanent failure or out of attempts).",
+                     offsetof(struct sq_kind, dead));
+    put_kind_counter(f, ks, "skipq_jobs_fenced_total",
                      "Outcomes discarded because the job's lease had been lost to another worker.",
-                     offsetof(struct sq_kind_rt, fenced));
-    put_kind_counter(f, h, "skipq_jobs_lost_total",
+                     offsetof(struct sq_kind, fenced));
+    put_kind_counter(f, ks, "skipq_jobs_lost_total",
                      "Jobs whose lease expired (any host's), recovered by this host's sweep.",
-                     offsetof(struct sq_kind_rt, lost));
-    put_kind_counter(f, h, "skipq_jobs_cancelled_total", "Jobs cancelled while their handler ran on this host.",
-                     offsetof(struct sq_kind_rt, cancelled));
-    put_histogram(f, h);
+                     offsetof(struct sq_kind, lost));
+    put_kind_counter(f, ks, "skipq_jobs_cancelled_total", "Jobs cancelled while their handler ran on this host.",
+                     offsetof(struct sq_kind, cancelled));
+    put_histogram(f, ks);
     put_gauges(f, h);
     if (fclose(f) != 0) {
         free(buf);

@@ -21,6 +21,7 @@
 
 #include "common/config.h"
 #include "host/host.h"
+#include "host/kinds.h"
 #include "common/log.h"
 #include "host/notify.h"
 #include "host/queue.h"
@@ -174,8 +175,8 @@ static void live_ms(struct tally *t, const char *what, _Atomic int64_t *cur, int
 static void apply_kinds(struct tally *t, struct sq_host *h, const struct sq_config *n)
 {
     char what[200];
-    for (size_t i = 0; i < h->nkinds; i++) {
-        struct sq_kind_rt *k = &h->kinds[i];
+    for (size_t i = 0; i < sq_kinds_count(h->kinds); i++) {
+        struct sq_kind *k = sq_kinds_at(h->kinds, i);
         const struct sq_kind_conf *kc = sq_config_kind(n, k->name);
         int max = kc ? kc->max_attempts : 0;
         int old = atomic_load(&k->max_attempts);

@@ -43,6 +43,7 @@
 #include "common/config.h"
 #include "host/host.h"
 #include "host/hosts.h"
+#include "host/kinds.h"
 #include "common/log.h"
 #include "host/metrics.h"
 #include "host/plugin.h"
@@ -235,19 +236,6 @@ void sq_host_stop(struct sq_host *h)
     pthread_mutex_unlock(&h->lock);
 }
 
-int64_t sq_backoff_ms(int attempt, int64_t base_ms, int64_t cap_ms, uint32_t *seed)
-{
-    int64_t d = base_ms;
-    for (int i = 1; i < attempt && d < cap_ms; i++)
-        d *= 2;
-    if (d > cap_ms)
-        d = cap_ms;
-    /* Equal jitter: half fixed, half random, so retries of jobs that failed
-     * together spread out but never come back sooner than half the delay. */
-    int64_t half = d / 2;
-    return half + (half > 0 ? (int64_t)(rand_r(seed) % (unsigned)(half + 1 > 0x7fffffff ? 0x7fffffff : half + 1)) : 0);
-}
-
 static void notice_to_log(void *arg, const char *message)
 {
     (void)arg;
@@ -392,17 +380,10 @@ static bool slot_returned(struct sq_worker *w, int k)
     return t;
 }
 
-static int64_t lease_for(const struct sq_host *h, const char *kind)
-{
-    const struct sq_kind_conf *k = sq_config_kind(h->cfg, kind);
-    return k && k->lease_ms ? k->lease_ms : h->cfg->lease_ms;
-}
-
 /* ---- completion ---------------------------------------------------------------------- */
 
-static void count_outcome(struct sq_host *h, PGconn *conn, const struct sq_claimed *c, enum sq_complete r)
+static void count_outcome(struct sq_kind *k, PGconn *conn, const struct sq_claimed *c, enum sq_complete r)
 {
-    struct sq_kind_rt *k = sq_host_kind(h, c->kind);
     if (!k || r == SQ_COMPLETE_ERROR)
         return;
     atomic_ulong *n = r == SQ_COMPLETE_DONE    ? &k->done
@@ -413,10 +394,10 @@ static void count_outcome(struct sq_host *h, PGconn *conn, const struct sq_claim
     atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
 }
 
-static void log_outcome(struct sq_host *h, PGconn *conn, const struct sq_claimed *c, enum sq_complete r,
+static void log_outcome(struct sq_kind *k, PGconn *conn, const struct sq_claimed *c, enum sq_complete r,
                         const char *error)
 {
-    count_outcome(h, conn, c, r);
+    count_outcome(k, conn, c, r);
     switch (r) {
     case SQ_COMPLETE_DONE:
         log_debug("job %" PRId64 " (%s) done on attempt %d", c->id, c->kind, c->attempt);
@@ -522,6 +503,7 @@ static enum sq_complete complete_in_txn(struct sq_worker *w, PGconn **connp, con
 struct pending {
     struct sq_outcomes o;
     struct sq_claimed *jobs; /* moved in; freed once recorded */
+    struct sq_kind **kinds;  /* each job's kind (NULL: not registered) */
     char *applied;
     bool retried; /* a cycle carrying these outcomes failed once already */
 };
@@ -539,8 +521,10 @@ static bool pending_init(struct pending *p, int cap)
     p->o.delays = calloc(n, sizeof *p->o.delays);
     p->o.errors = calloc(n, sizeof *p->o.errors);
     p->jobs = calloc(n, sizeof *p->jobs);
+    p->kinds = calloc(n, sizeof *p->kinds);
     p->applied = calloc(n, 1);
-    return p->o.ids && p->o.execs && p->o.outcomes && p->o.delays && p->o.errors && p->jobs && p->applied;
+    return p->o.ids && p->o.execs && p->o.outcomes && p->o.delays && p->o.errors && p->jobs && p->kinds &&
+           p->applied;
 }
 
 static void pending_clear(struct pending *p)
@@ -564,13 +548,16 @@ static void pending_free(struct pending *p)
     free(p->o.delays);
     free(p->o.errors);
     free(p->jobs);
+    free(p->kinds);
     free(p->applied);
 }
 
 /* Queue an outcome for the next cycle; takes over *c. */
-static void pending_add(struct pending *p, struct sq_claimed *c, skipq_outcome out, int64_t delay_ms, const char *error)
+static void pending_add(struct pending *p, struct sq_claimed *c, struct sq_kind *k, skipq_outcome out,
+                        int64_t delay_ms, const char *error)
 {
     size_t i = p->o.n++;
+    p->kinds[i] = k;
     p->o.ids[i] = c->id;
     p->o.execs[i] = c->execution_id;
     p->o.outcomes[i] = (short)out;
@@ -599,7 +586,7 @@ static void pending_report(struct sq_worker *w, PGconn *conn, const struct pendi
         enum sq_complete r = (enum sq_complete)p->applied[i];
         if (r == SQ_COMPLETE_FENCED && p->retried)
             r = sq_queue_recorded(conn, p->o.execs[i]);
-        log_outcome(w->host, conn, &p->jobs[i], r, p->o.errors[i] ? p->o.errors[i] : "");
+        log_outcome(p->kinds[i], conn, &p->jobs[i], r, p->o.errors[i] ? p->o.errors[i] : "");
         note_retry(w, r, p->o.delays[i], now);
     }
 }
@@ -611,7 +598,7 @@ static void pending_flush_one_by_one(struct sq_worker *w, PGconn **connp, struct
     for (size_t i = 0; i < p->o.n; i++) {
         enum sq_complete r = complete_autocommit(w, connp, &p->jobs[i], (skipq_outcome)p->o.outcomes[i],
                                                  p->o.delays[i], p->o.errors[i]);
-        log_outcome(w->host, *connp, &p->jobs[i], r, p->o.errors[i]);
+        log_outcome(p->kinds[i], *connp, &p->jobs[i], r, p->o.errors[i]);
         note_retry(w, r, p->o.delays[i], sq_now_ms());
     }
     free_slots(w); /* before the strings the slots point to */
@@ -623,13 +610,12 @@ static void pending_flush_one_by_one(struct sq_worker *w, PGconn **connp, struct
  * with its slot freed, by the next cycle) or, for a handler that used the
  * job's transaction, is committed here with the handler's writes.
  */
-static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claimed *c, struct pending *pend,
-                    uint32_t *seed)
+static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claimed *c, struct sq_kind *kr,
+                    struct pending *pend, uint32_t *seed)
 {
     struct sq_host *h = w->host;
     struct sq_slot *slot = &w->slots[k];
-    const struct sq_handler *hd = sq_plugins_find(h->plugins, c->kind);
-    struct sq_kind_rt *kr = sq_host_kind(h, c->kind);
+    const struct sq_handler *hd = kr ? kr->handler : NULL;
     int64_t timeout_ms = kr ? atomic_load(&kr->timeout_ms) : 0;
     if (atomic_load(&slot->stop)) {
         log_warn("job %" PRId64 " (%s): lease lost before the handler started; not running it", c->id, c->kind);
@@ -688,7 +674,7 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
     } else if (ctx.in_txn) {
         enum sq_complete r = complete_in_txn(w, connp, c, &out, ctx.error, sizeof ctx.error);
         if (r != SQ_COMPLETE_ERROR) {
-            log_outcome(h, *connp, c, r, ctx.error);
+            log_outcome(kr, *connp, c, r, ctx.error);
             free_slot(w, k);
             sq_claimed_clear(c);
             return;
@@ -696,9 +682,8 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
     }
     int64_t delay = ctx.retry_ms;
     if (delay < 0)
-        delay = sq_backoff_ms(c->attempt, kr ? atomic_load(&kr->backoff_base_ms) : SQ_DEFAULT_BACKOFF_BASE_MS,
-                              kr ? atomic_load(&kr->backoff_cap_ms) : SQ_DEFAULT_BACKOFF_CAP_MS, seed);
-    pending_add(pend, c, out, delay, ctx.error);
+        delay = sq_kind_backoff(kr, c->attempt, seed);
+    pending_add(pend, c, kr, out, delay, ctx.error);
     /* Shutdown may need to record this outcome if the thread is still busy
      * with the rest of its batch when the grace period ends. */
     pthread_mutex_lock(&h->slots_lock);
@@ -769,11 +754,13 @@ void *sq_worker_main(void *arg)
     sq_log_set_thread(w->name);
     int cap = w->nslots;
     struct sq_claimed *claimed = calloc((size_t)cap, sizeof *claimed);
+    struct sq_kind **kinds = calloc((size_t)cap, sizeof *kinds); /* claimed[k]'s */
     struct pending pend;
     memset(&pend, 0, sizeof pend);
-    if (!claimed || !pending_init(&pend, cap)) {
+    if (!claimed || !kinds || !pending_init(&pend, cap)) {
         log_error("%s: out of memory", w->name);
         free(claimed);
+        free(kinds);
         pending_free(&pend);
         worker_exit(h);
         return NULL;
@@ -825,14 +812,14 @@ void *sq_worker_main(void *arg)
         /* Deep backlog: claim more next time; shallow: fewer. */
         limit = n == limit ? (limit * 2 < cap ? limit * 2 : cap) : n;
         for (int k = 0; k < n; k++) {
-            struct sq_kind_rt *kr = sq_host_kind(h, claimed[k].kind);
+            struct sq_kind *kr = kinds[k] = sq_kinds_find(h->kinds, claimed[k].kind);
             if (kr)
                 atomic_fetch_add_explicit(&kr->claimed, 1, memory_order_relaxed);
-            take_slot(w, k, &claimed[k], lease_for(h, claimed[k].kind));
+            take_slot(w, k, &claimed[k], kr ? kr->lease_ms : h->cfg->lease_ms);
         }
         int k = 0;
         for (; k < n && !atomic_load(&h->stopping); k++)
-            run_job(w, &conn, k, &claimed[k], &pend, &seed);
+            run_job(w, &conn, k, &claimed[k], kinds[k], &pend, &seed);
         if (k < n) {
             release_unstarted(w, conn, claimed + k, n - k);
             for (int i = k; i < n; i++)
@@ -842,6 +829,7 @@ void *sq_worker_main(void *arg)
     PQfinish(conn);
     atomic_store(&w->connected, false);
     free(claimed);
+    free(kinds);
     pending_free(&pend);
     worker_exit(h);
     return NULL;
@@ -987,7 +975,7 @@ static void registry_round(struct sq_host *h, PGconn *conn, bool *registered, bo
 
 static void count_reaped(void *arg, const char *kind)
 {
-    struct sq_kind_rt *k = sq_host_kind(arg, kind);
+    struct sq_kind *k = sq_kinds_find(((struct sq_host *)arg)->kinds, kind);
     if (k)
         atomic_fetch_add_explicit(&k->lost, 1, memory_order_relaxed);
 }
