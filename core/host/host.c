@@ -37,6 +37,7 @@
 #include "host/plugin.h"
 #include "host/queue.h"
 #include "host/scheduler.h"
+#include "host/wake.h"
 #include "skipq/skipq.h"
 #include "common/util.h"
 

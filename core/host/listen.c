@@ -30,6 +30,7 @@
 
 #include "common/config.h"
 #include "host/host.h"
+#include "host/wake.h"
 #include "common/log.h"
 #include "common/util.h"
 
