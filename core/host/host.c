@@ -37,6 +37,7 @@
 #include "host/plugin.h"
 #include "host/queue.h"
 #include "host/scheduler.h"
+#include "host/slots.h"
 #include "host/wake.h"
 #include "skipq/skipq.h"
 #include "common/util.h"
@@ -243,9 +244,7 @@ static bool start_threads(struct sq_host *h)
  */
 static void release_running(struct sq_host *h)
 {
-    size_t cap = 1;
-    for (int i = 0; i < h->nworkers; i++)
-        cap += (size_t)h->workers[i].nslots;
+    size_t cap = sq_slots_capacity(h);
     int64_t *ids = calloc(cap, sizeof *ids), *execs = calloc(cap, sizeof *execs);
     struct sq_outcomes done = {.ids = calloc(cap, sizeof(int64_t)),
                                .execs = calloc(cap, sizeof(int64_t)),
@@ -255,29 +254,7 @@ static void release_running(struct sq_host *h)
     char *applied = calloc(cap, 1);
     size_t n = 0;
     bool ok = ids && execs && done.ids && done.execs && done.outcomes && done.delays && done.errors && applied;
-    pthread_mutex_lock(&h->slots_lock);
-    for (int i = 0; ok && i < h->nworkers; i++) {
-        for (int k = 0; k < h->workers[i].nslots; k++) {
-            struct sq_slot *sl = &h->workers[i].slots[k];
-            atomic_store(&sl->stop, 1);
-            if (!sl->job_id)
-                continue;
-            if (sl->finished) {
-                size_t d = done.n++;
-                done.ids[d] = sl->job_id;
-                done.execs[d] = sl->execution_id;
-                done.outcomes[d] = sl->outcome;
-                done.delays[d] = sl->delay_ms;
-                done.errors[d] = strdup(sl->error ? sl->error : "");
-                ok = done.errors[d] != NULL;
-            } else {
-                ids[n] = sl->job_id;
-                execs[n] = sl->execution_id;
-                n++;
-            }
-        }
-    }
-    pthread_mutex_unlock(&h->slots_lock);
+    ok = ok && sq_slots_stop_all(h, ids, execs, &n, &done);
     char err[512] = "out of memory";
     PGconn *conn = ok && (n || done.n) ? sq_db_connect(&h->params, err, sizeof err) : NULL;
     if (conn && !sq_queue_prepare(conn, err, sizeof err)) {
