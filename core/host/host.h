@@ -25,14 +25,6 @@ void sq_host_reload(struct sq_host *h);
 /* Entry point of `skipq run`. Returns the process exit code. */
 int sq_host_run(struct sq_config *cfg, const char *db_flag);
 
-/* worker.c: the job services behind sq_host_api */
-#include "skipq/plugin.h"
-void sq_job_verror(skipq_job *job, const char *fmt, va_list ap);
-void sq_job_retry_in(skipq_job *job, int64_t delay_ms);
-struct pg_conn *sq_job_conn(skipq_job *job);
-int sq_job_should_stop(const skipq_job *job);
-void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap);
-
 /* worker.c */
 void *sq_worker_main(void *arg);
 void *sq_heartbeat_main(void *arg);

@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
-#include "host/host.h"
+#include "host/jobapi.h"
 #include "common/log.h"
 #include "common/util.h"
 

@@ -43,6 +43,7 @@
 #include "common/config.h"
 #include "host/host.h"
 #include "host/hosts.h"
+#include "host/jobapi.h"
 #include "host/kinds.h"
 #include "common/log.h"
 #include "host/metrics.h"
@@ -56,76 +57,6 @@
 #include "common/util.h"
 
 #define REAP_BATCH 500
-
-/* A job attempt as the host tracks it while the handler runs. */
-struct job_ctx {
-    skipq_job pub; /* first: handlers hold &pub */
-    struct sq_worker *w;
-    struct sq_slot *slot;
-    PGconn *conn;   /* the worker's connection (may break) */
-    char error[SKIPQ_ERROR_SIZE];
-    int64_t retry_ms; /* -1: the kind's backoff */
-    bool in_txn;      /* the handler asked for the connection */
-    bool conn_broken; /* BEGIN failed: reconnect after the handler */
-};
-
-static struct job_ctx *ctx_of(const skipq_job *job)
-{
-    return (struct job_ctx *)job;
-}
-
-/* ---- services handlers call (through sq_host_api) ----------------------------- */
-
-void sq_job_verror(skipq_job *job, const char *fmt, va_list ap)
-{
-    vsnprintf(ctx_of(job)->error, sizeof ctx_of(job)->error, fmt, ap);
-    sq_utf8_sanitize(ctx_of(job)->error);
-}
-
-void sq_job_retry_in(skipq_job *job, int64_t delay_ms)
-{
-    ctx_of(job)->retry_ms = delay_ms < 0 ? 0 : delay_ms;
-}
-
-struct pg_conn *sq_job_conn(skipq_job *job)
-{
-    struct job_ctx *c = ctx_of(job);
-    if (c->in_txn)
-        return c->conn;
-    if (c->conn_broken || !c->conn)
-        return NULL;
-    /* The session runs skipq's statements with enable_seqscan and jit off
-     * (see open_session); the handler's statements are planned as usual.
-     * Its search_path stays skipq's (pg_catalog, pg_temp: db.c) unless
-     * pooler = transaction: a handler names its tables by schema, or sets
-     * its own path with SET LOCAL. */
-    PGresult *res = PQexec(c->conn, "BEGIN ISOLATION LEVEL READ COMMITTED;"
-                                    " SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL jit TO DEFAULT");
-    bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-    PQclear(res);
-    if (!ok) {
-        log_warn("job %" PRId64 ": could not open a transaction for the handler: %s", job->id,
-                 PQerrorMessage(c->conn));
-        c->conn_broken = true;
-        return NULL;
-    }
-    c->in_txn = true;
-    return c->conn;
-}
-
-int sq_job_should_stop(const skipq_job *job)
-{
-    return atomic_load(&ctx_of(job)->slot->stop) != 0;
-}
-
-void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap)
-{
-    if (level > sq_log_threshold)
-        return;
-    char prefix[192];
-    snprintf(prefix, sizeof prefix, "job %" PRId64 " (%s): ", job->id, job->kind);
-    sq_log_vwrite(level, prefix, fmt, ap);
-}
 
 /*
  * Run the job held in slot k. Its outcome either goes to `pend` (recorded,
@@ -144,7 +75,7 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
         sq_claimed_clear(c);
         return;
     }
-    struct job_ctx ctx = {
+    struct sq_job_ctx ctx = {
         .pub = {.api = &sq_host_api,
                 .id = c->id,
                 .execution_id = c->execution_id,
@@ -154,7 +85,6 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
                 .payload_len = c->payload_len,
                 .attempt = c->attempt,
                 .max_attempts = c->max_attempts},
-        .w = w,
         .slot = slot,
         .conn = *connp,
         .retry_ms = -1,
