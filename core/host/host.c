@@ -31,6 +31,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "host/heartbeat.h"
 #include "host/kinds.h"
 #include "host/metrics.h"
 #include "host/notify.h"

@@ -27,7 +27,6 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag);
 
 /* worker.c */
 void *sq_worker_main(void *arg);
-void *sq_heartbeat_main(void *arg);
 
 /* listen.c */
 void *sq_listener_main(void *arg);
