@@ -125,10 +125,10 @@ void *sq_heartbeat_main(void *arg)
     sq_log_set_thread("hb");
     size_t cap = sq_slots_capacity(h);
     struct sq_leases s = {.ids = calloc(cap, sizeof(int64_t)),
-                            .execs = calloc(cap, sizeof(int64_t)),
-                            .leases = calloc(cap, sizeof(int64_t)),
-                            .slot = calloc(cap, sizeof(struct sq_slot *)),
-                            .state = calloc(cap, 1)};
+                          .execs = calloc(cap, sizeof(int64_t)),
+                          .leases = calloc(cap, sizeof(int64_t)),
+                          .slot = calloc(cap, sizeof(struct sq_slot *)),
+                          .state = calloc(cap, 1)};
     PGconn *conn = NULL;
     bool reported = false, registered = false, registry_warned = false, gone = false;
     char err[512];
@@ -147,7 +147,7 @@ void *sq_heartbeat_main(void *arg)
         if (now < next) {
             /* An enqueue left children to settle: do it now, not at the
              * next round, so a child is not late by up to a heartbeat. */
-            if (conn && !atomic_load(&h->stopping) && atomic_exchange(&h->deps_wake, false))
+            if (conn && !atomic_load(&h->stopping) && sq_host_take_deps(h))
                 sq_deps_round(h, conn);
             /* Not sq_host_wait: this thread must keep beating while a
              * stopping host drains its handlers. */
@@ -195,7 +195,7 @@ void *sq_heartbeat_main(void *arg)
                 retention_behind = retention_round(h, conn, retention_behind ? h->cfg->heartbeat_ms / 2 : 1000);
                 next_retention = retention_behind ? 0 : sq_now_ms() + h->cfg->retention_interval_ms;
             }
-            sq_metrics_sample(h, conn);
+            sq_metrics_sample(h->metrics, conn);
         }
         if (PQstatus(conn) != CONNECTION_OK) {
             PQfinish(conn);

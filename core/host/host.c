@@ -31,17 +31,21 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "host/heartbeat.h"
 #include "host/kinds.h"
+#include "host/listen.h"
 #include "host/metrics.h"
 #include "host/notify.h"
 #include "host/plugin.h"
 #include "host/queue.h"
+#include "host/reload.h"
 #include "host/scheduler.h"
 #include "host/slots.h"
+#include "host/state.h"
 #include "host/wake.h"
+#include "host/worker.h"
 #include "skipq/skipq.h"
-#include "common/util.h"
 
 /*
  * Behind a pooler in transaction mode skipq cannot set its sessions to READ
@@ -52,8 +56,8 @@
 static bool check_isolation(PGconn *conn, const char *where)
 {
     char err[512];
-    PGresult *res =
-        sq_db_query(conn, "SELECT pg_catalog.current_setting('default_transaction_isolation')", 0, NULL, err, sizeof err);
+    PGresult *res = sq_db_query(conn, "SELECT pg_catalog.current_setting('default_transaction_isolation')", 0, NULL,
+                                err, sizeof err);
     bool ok = res != NULL; /* one row: current_setting() of a known name */
     if (!ok) {
         log_error("cannot read default_transaction_isolation (%s): %s", where, err);
@@ -142,38 +146,6 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
         free(leases);
         if (!g->kinds_array || !g->leases_array)
             return false;
-    }
-    return true;
-}
-
-bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *why, size_t whylen)
-{
-    int64_t now = sq_now_ms(), poll = atomic_load(&h->poll_ms) * 11 / 10;
-    int64_t hb = atomic_load(&h->hb_beat), down = atomic_load(&h->hb_down_since);
-    if (hb && now - hb > stale_ms) {
-        snprintf(why, whylen, "the heartbeat thread has made no progress for %" PRId64 "s (stuck in a database call?)",
-                 (now - hb) / 1000);
-        return false;
-    }
-    if (check_db && down && now - down > stale_ms) {
-        snprintf(why, whylen, "database unreachable for %" PRId64 "s", (now - down) / 1000);
-        return false;
-    }
-    for (int i = 0; i < h->nworkers; i++) {
-        struct sq_worker *w = &h->workers[i];
-        int64_t beat = atomic_load(&w->beat), wdown = atomic_load(&w->down_since);
-        /* A thread running a handler is the handler's business (timeouts
-         * cover it); one between tries to reconnect may wait that long. */
-        int64_t allowance = stale_ms + (wdown ? SQ_RECONNECT_MAX_MS : poll);
-        if (!atomic_load(&w->busy) && beat && now - beat > allowance) {
-            snprintf(why, whylen, "thread %s has made no progress for %" PRId64 "s (stuck in a database call?)",
-                     w->name, (now - beat) / 1000);
-            return false;
-        }
-        if (check_db && wdown && now - wdown > stale_ms) {
-            snprintf(why, whylen, "database unreachable for %" PRId64 "s (thread %s)", (now - wdown) / 1000, w->name);
-            return false;
-        }
     }
     return true;
 }

@@ -3,8 +3,9 @@
  *
  * DESIGN
  * - The job path takes no lock for metrics: counters and histogram buckets
- *   are C11 atomics in the host's per-kind table (host.h), bumped by the
- *   worker threads; a scrape only reads them.
+ *   are C11 atomics in each kind's struct (kinds.h), bumped by the worker
+ *   threads; a scrape only reads them, and reads the host through the
+ *   accessors of state.h.
  * - Nothing a scrape does touches the database. The ready-job gauges come
  *   from one query the heartbeat thread runs every SAMPLE_MS on its own
  *   connection; a scrape reads the last sample under a mutex. Scrapes
@@ -49,11 +50,11 @@
 #include <unistd.h>
 
 #include "common/config.h"
-#include "host/host.h"
-#include "host/kinds.h"
 #include "common/log.h"
-#include "host/queue.h"
 #include "common/util.h"
+#include "host/kinds.h"
+#include "host/queue.h"
+#include "host/state.h"
 
 #define SAMPLE_MS 5000
 #define DEADLINE_MS 5000
@@ -96,9 +97,8 @@ static const char SAMPLE_SQL[] =
     "   AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.now()"
     " GROUP BY q.queue";
 
-void sq_metrics_sample(struct sq_host *h, PGconn *conn)
+void sq_metrics_sample(struct sq_metrics *m, PGconn *conn)
 {
-    struct sq_metrics *m = h->metrics;
     if (!m || sq_now_ms() < m->next_sample)
         return;
     m->next_sample = sq_now_ms() + SAMPLE_MS; /* only this thread reads or writes it */
@@ -111,8 +111,8 @@ void sq_metrics_sample(struct sq_host *h, PGconn *conn)
     }
     pthread_mutex_lock(&m->lock);
     for (int r = 0; r < PQntuples(res); r++) {
-        for (size_t g = 0; g < h->ngroups; g++) {
-            if (strcmp(h->groups[g].queue, PQgetvalue(res, r, 0)) != 0)
+        for (size_t g = 0; g < sq_host_ngroups(m->h); g++) {
+            if (strcmp(sq_host_group_queue(m->h, g), PQgetvalue(res, r, 0)) != 0)
                 continue;
             m->ready[g] = strtoll(PQgetvalue(res, r, 1), NULL, 10);
             m->oldest_age[g] = strtod(PQgetvalue(res, r, 2), NULL);
@@ -181,15 +181,25 @@ static void put_histogram(FILE *f, struct sq_kinds *ks)
     }
 }
 
-static void put_gauges(FILE *f, struct sq_host *h)
+/* One gauge family with a sample per queue: a count, or (count NULL) an age. */
+static void put_queue_gauge(FILE *f, const struct sq_metrics *m, const char *name, const char *help,
+                            const long long *count, const double *age)
 {
-    int busy = 0, up = 0, nworkers = atomic_load(&h->workers_built) ? h->nworkers : 0;
-    for (int i = 0; i < nworkers; i++) {
-        busy += atomic_load(&h->workers[i].busy) ? 1 : 0;
-        up += atomic_load(&h->workers[i].connected) ? 1 : 0;
+    put_header(f, name, "gauge", help);
+    for (size_t g = 0; g < sq_host_ngroups(m->h); g++) {
+        fprintf(f, "%s{queue=\"", name);
+        put_label(f, sq_host_group_queue(m->h, g));
+        if (count)
+            fprintf(f, "\"} %lld\n", count[g]);
+        else
+            fprintf(f, "\"} %.3f\n", age[g]);
     }
-    up += atomic_load(&h->hb_connected) ? 1 : 0;
-    up += atomic_load(&h->listener_connected) ? 1 : 0;
+}
+
+static void put_gauges(FILE *f, struct sq_metrics *m)
+{
+    int nworkers, busy, up;
+    sq_host_threads(m->h, &nworkers, &busy, &up);
     put_header(f, "skipq_worker_threads", "gauge", "Worker threads running a handler (busy) or not (idle).");
     fprintf(f, "skipq_worker_threads{state=\"busy\"} %d\nskipq_worker_threads{state=\"idle\"} %d\n", busy,
             nworkers - busy);
@@ -197,32 +207,23 @@ static void put_gauges(FILE *f, struct sq_host *h)
                "Database sessions of this host that are up (workers, heartbeat, listener).");
     fprintf(f, "skipq_database_connections %d\n", up);
 
-    struct sq_metrics *m = h->metrics;
     pthread_mutex_lock(&m->lock);
     if (m->sampled) {
-        put_header(f, "skipq_queue_ready_jobs", "gauge",
-                   "Jobs ready to run (pending, run_at reached) per queue this host serves; sampled every 5s.");
-        for (size_t g = 0; g < h->ngroups; g++) {
-            fputs("skipq_queue_ready_jobs{queue=\"", f);
-            put_label(f, h->groups[g].queue);
-            fprintf(f, "\"} %lld\n", m->ready[g]);
-        }
-        put_header(f, "skipq_queue_oldest_ready_job_age_seconds", "gauge",
-                   "How long the oldest ready job of the queue has been waiting (0: none); sampled every 5s.");
-        for (size_t g = 0; g < h->ngroups; g++) {
-            fputs("skipq_queue_oldest_ready_job_age_seconds{queue=\"", f);
-            put_label(f, h->groups[g].queue);
-            fprintf(f, "\"} %.3f\n", m->oldest_age[g]);
-        }
+        put_queue_gauge(f, m, "skipq_queue_ready_jobs",
+                        "Jobs ready to run (pending, run_at reached) per queue this host serves; sampled every 5s.",
+                        m->ready, NULL);
+        put_queue_gauge(f, m, "skipq_queue_oldest_ready_job_age_seconds",
+                        "How long the oldest ready job of the queue has been waiting (0: none); sampled every 5s.",
+                        NULL, m->oldest_age);
     }
     pthread_mutex_unlock(&m->lock);
 }
 
-static char *render_metrics(struct sq_host *h, size_t *len)
+static char *render_metrics(struct sq_metrics *m, size_t *len)
 {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
-    struct sq_kinds *ks = h->kinds;
+    struct sq_kinds *ks = sq_host_kinds(m->h);
     if (!f)
         return NULL;
     put_kind_counter(f, ks, "skipq_jobs_claimed_total", "Jobs this host claimed.",
@@ -230,7 +231,8 @@ static char *render_metrics(struct sq_host *h, size_t *len)
     put_kind_counter(f, ks, "skipq_jobs_done_total", "Jobs this host completed.", offsetof(struct sq_kind, done));
     put_kind_counter(f, ks, "skipq_jobs_retried_total", "Failed attempts that will be retried.",
                      offsetof(struct sq_kind, retried));
-    put_kind_counter(f, ks, "skipq_jobs_dead_total", "Jobs that failed for good (permanent failure or out of attempts).",
+    put_kind_counter(f, ks, "skipq_jobs_dead_total",
+                     "Jobs that failed for good (permanent failure or out of attempts).",
                      offsetof(struct sq_kind, dead));
     put_kind_counter(f, ks, "skipq_jobs_fenced_total",
                      "Outcomes discarded because the job's lease had been lost to another worker.",
@@ -241,7 +243,7 @@ static char *render_metrics(struct sq_host *h, size_t *len)
     put_kind_counter(f, ks, "skipq_jobs_cancelled_total", "Jobs cancelled while their handler ran on this host.",
                      offsetof(struct sq_kind, cancelled));
     put_histogram(f, ks);
-    put_gauges(f, h);
+    put_gauges(f, m);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;
@@ -284,18 +286,18 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char 
         return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     if (strcmp(url, "/metrics") == 0) {
         size_t len = 0;
-        char *body = render_metrics(h, &len);
+        char *body = render_metrics(m, &len);
         if (!body)
             return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
         return reply(conn, MHD_HTTP_OK, body, len, "text/plain; version=0.0.4; charset=utf-8");
     }
     if (strcmp(url, "/healthz") == 0) {
         char why[256], body[300];
-        if (atomic_load(&h->stopping))
+        if (sq_host_stopping(h))
             snprintf(why, sizeof why, "stopping");
-        else if (!atomic_load(&h->ready))
+        else if (!sq_host_ready(h))
             snprintf(why, sizeof why, "starting: not every thread has connected to the database yet");
-        else if (sq_host_progress(h, h->cfg->metrics_unhealthy_ms, true, why, sizeof why))
+        else if (sq_host_progress(h, sq_host_config(h)->metrics_unhealthy_ms, true, why, sizeof why))
             return reply_text(conn, MHD_HTTP_OK, "ok\n");
         snprintf(body, sizeof body, "%s\n", why);
         return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, body);
@@ -459,7 +461,7 @@ static void *serve_loop(void *arg)
 
 static bool start_server(struct sq_metrics *m, int fd, char *err, size_t errlen)
 {
-    const struct sq_config *cfg = m->h->cfg;
+    const struct sq_config *cfg = sq_host_config(m->h);
     unsigned flags = MHD_USE_EPOLL | (cfg->metrics_addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, serve, m, MHD_OPTION_LISTEN_SOCKET, fd,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
@@ -482,8 +484,10 @@ static bool start_server(struct sq_metrics *m, int fd, char *err, size_t errlen)
 
 struct sq_metrics *sq_metrics_start(struct sq_host *h, char *err, size_t errlen)
 {
+    const struct sq_config *cfg = sq_host_config(h);
+    size_t ngroups = sq_host_ngroups(h);
     struct sq_metrics *m = calloc(1, sizeof *m);
-    const char **queues = calloc(h->ngroups ? h->ngroups : 1, sizeof *queues);
+    const char **queues = calloc(ngroups ? ngroups : 1, sizeof *queues);
     int fd = -1;
     if (m) {
         pthread_mutex_init(&m->lock, NULL);
@@ -492,18 +496,18 @@ struct sq_metrics *sq_metrics_start(struct sq_host *h, char *err, size_t errlen)
     if (!m || !queues || m->stop_fd < 0)
         goto oom;
     m->h = h;
-    for (size_t g = 0; g < h->ngroups; g++)
-        queues[g] = h->groups[g].queue;
-    m->queues_array = sq_text_array(queues, h->ngroups);
-    m->ready = calloc(h->ngroups ? h->ngroups : 1, sizeof *m->ready);
-    m->oldest_age = calloc(h->ngroups ? h->ngroups : 1, sizeof *m->oldest_age);
+    for (size_t g = 0; g < ngroups; g++)
+        queues[g] = sq_host_group_queue(h, g);
+    m->queues_array = sq_text_array(queues, ngroups);
+    m->ready = calloc(ngroups ? ngroups : 1, sizeof *m->ready);
+    m->oldest_age = calloc(ngroups ? ngroups : 1, sizeof *m->oldest_age);
     if (!m->queues_array || !m->ready || !m->oldest_age)
         goto oom;
-    fd = bind_listen(h->cfg, err, errlen);
+    fd = bind_listen(cfg, err, errlen);
     if (fd < 0 || !start_server(m, fd, err, errlen))
         goto fail;
     free(queues);
-    log_info("metrics: serving /metrics and /healthz on %s", h->cfg->metrics_listen);
+    log_info("metrics: serving /metrics and /healthz on %s", cfg->metrics_listen);
     return m;
 oom:
     snprintf(err, errlen, "out of memory");

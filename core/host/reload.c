@@ -15,17 +15,18 @@
  * nothing: the FILE:LINE error is logged and the running settings stay.
  * Values of [database] and [plugin] keys are never logged (secrets).
  */
+#include "host/reload.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/config.h"
-#include "host/host.h"
-#include "host/kinds.h"
 #include "common/log.h"
+#include "host/kinds.h"
 #include "host/notify.h"
 #include "host/queue.h"
-#include "common/util.h"
+#include "host/state.h"
 
 struct tally {
     int applied, restart;
@@ -175,8 +176,9 @@ static void live_ms(struct tally *t, const char *what, _Atomic int64_t *cur, int
 static void apply_kinds(struct tally *t, struct sq_host *h, const struct sq_config *n)
 {
     char what[200];
-    for (size_t i = 0; i < sq_kinds_count(h->kinds); i++) {
-        struct sq_kind *k = sq_kinds_at(h->kinds, i);
+    struct sq_kinds *ks = sq_host_kinds(h);
+    for (size_t i = 0; i < sq_kinds_count(ks); i++) {
+        struct sq_kind *k = sq_kinds_at(ks, i);
         const struct sq_kind_conf *kc = sq_config_kind(n, k->name);
         int max = kc ? kc->max_attempts : 0;
         int old = atomic_load(&k->max_attempts);
@@ -199,7 +201,7 @@ static void apply_kinds(struct tally *t, struct sq_host *h, const struct sq_conf
 void sq_host_reload(struct sq_host *h)
 {
     char err[1024];
-    const struct sq_config *o = h->cfg;
+    const struct sq_config *o = sq_host_config(h);
     log_info("SIGHUP received: reloading %s", o->path);
     struct sq_config *n = sq_config_load(o->path, err, sizeof err);
     if (!n) {
@@ -212,7 +214,7 @@ void sq_host_reload(struct sq_host *h)
     diff_plugins(&t, o, n);
     diff_groups(&t, o, n);
     diff_kind_leases(&t, o, n);
-    live_ms(&t, "[host] poll_interval", &h->poll_ms, n->poll_ms);
+    live_ms(&t, "[host] poll_interval", sq_host_poll_ms(h), n->poll_ms);
     int64_t budget = sq_queue_claim_bytes();
     if (budget != n->claim_bytes) {
         log_info("SIGHUP: [host] claim_bytes: %" PRId64 " -> %" PRId64 " bytes", budget, n->claim_bytes);
@@ -227,7 +229,7 @@ void sq_host_reload(struct sq_host *h)
     }
     log_info("SIGHUP: configuration reloaded: %d change(s) applied, %d need a restart", t.applied, t.restart);
     sq_log_set_level(n->log_level); /* last, so the lines above are not lost to a quieter level */
-    sq_notify_status("running: %d worker thread(s); reloaded, %d change(s) applied, %d need a restart", h->nworkers,
-                     t.applied, t.restart);
+    sq_notify_status("running: %d worker thread(s); reloaded, %d change(s) applied, %d need a restart",
+                     sq_host_nworkers(h), t.applied, t.restart);
     sq_config_free(n);
 }

@@ -32,10 +32,10 @@
 
 #include "common/config.h"
 #include "common/cron.h"
-#include "host/host.h"
 #include "common/log.h"
-#include "host/queue.h"
 #include "common/util.h"
+#include "host/queue.h"
+#include "host/state.h"
 
 #define CRON_MAX_TICKS 1000   /* most ticks one round enqueues for a schedule (catch_up = all) */
 #define CRON_SCAN_DAYS 400    /* latest/none look back at most this far for the last tick */
@@ -199,14 +199,15 @@ static bool refresh_limits(struct sq_host *h, PGconn *conn, char *err, size_t er
     PGresult *res = sq_db_query(conn, "SELECT kind FROM skipq.kind_limits", 0, NULL, err, errlen);
     if (!res)
         return false;
-    for (size_t g = 0; g < h->ngroups; g++) {
-        struct sq_group *grp = &h->groups[g];
+    for (size_t g = 0; g < sq_host_ngroups(h); g++) {
+        const char *const *kinds;
+        size_t nk = sq_host_group_kinds(h, g, &kinds);
         bool limited = false;
         for (int r = 0; r < PQntuples(res) && !limited; r++)
-            for (size_t k = 0; k < grp->nkinds && !limited; k++)
-                limited = strcmp(grp->kinds[k], PQgetvalue(res, r, 0)) == 0;
-        if (atomic_exchange(&grp->limited, limited) != limited)
-            log_info("queue \"%s\": %s", grp->queue,
+            for (size_t k = 0; k < nk && !limited; k++)
+                limited = strcmp(kinds[k], PQgetvalue(res, r, 0)) == 0;
+        if (sq_host_group_set_limited(h, g, limited) != limited)
+            log_info("queue \"%s\": %s", sq_host_group_queue(h, g),
                      limited ? "serves a kind with limits; claiming through the limit check"
                              : "no kind with limits any more; plain claims");
     }
@@ -216,14 +217,15 @@ static bool refresh_limits(struct sq_host *h, PGconn *conn, char *err, size_t er
 
 bool sq_sched_start(struct sq_host *h, char *err, size_t errlen, bool *bad_config)
 {
+    const struct sq_config *cfg = sq_host_config(h);
     *bad_config = false;
-    PGconn *conn = sq_db_connect(&h->params, err, errlen);
+    PGconn *conn = sq_db_connect(sq_host_dbparams(h), err, errlen);
     if (!conn)
         return false;
     bool ok = true;
-    for (size_t i = 0; ok && i < h->cfg->ncrons; i++)
-        ok = check_cron(conn, h->cfg, &h->cfg->crons[i], err, errlen, bad_config);
-    ok = ok && register_limits(conn, h->cfg, err, errlen) && refresh_limits(h, conn, err, errlen);
+    for (size_t i = 0; ok && i < cfg->ncrons; i++)
+        ok = check_cron(conn, cfg, &cfg->crons[i], err, errlen, bad_config);
+    ok = ok && register_limits(conn, cfg, err, errlen) && refresh_limits(h, conn, err, errlen);
     PQfinish(conn);
     return ok;
 }
@@ -299,7 +301,8 @@ static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_con
     char prio[16], att[16], window[24];
     snprintf(prio, sizeof prio, "%d", k->priority);
     snprintf(att, sizeof att, "%d", k->max_attempts);
-    int64_t w = 2 * h->cfg->heartbeat_ms > CRON_NONE_WINDOW_MS ? 2 * h->cfg->heartbeat_ms : CRON_NONE_WINDOW_MS;
+    int64_t hb = sq_host_config(h)->heartbeat_ms;
+    int64_t w = 2 * hb > CRON_NONE_WINDOW_MS ? 2 * hb : CRON_NONE_WINDOW_MS;
     snprintf(window, sizeof window, "%" PRId64, w);
     static const char *const policy[] = {"latest", "all", "none"};
     const char *params[11] = {prev, k->timezone, arr, k->name, k->queue, k->kind, k->payload, prio, att,
@@ -319,8 +322,9 @@ static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_con
  * second has passed. */
 static void aging_round(struct sq_host *h, PGconn *conn)
 {
-    for (size_t i = 0; i < h->cfg->ngroups; i++) {
-        const struct sq_group_conf *g = &h->cfg->groups[i];
+    const struct sq_config *cfg = sq_host_config(h);
+    for (size_t i = 0; i < cfg->ngroups; i++) {
+        const struct sq_group_conf *g = &cfg->groups[i];
         if (!g->aging_ms)
             continue;
         char step[24], cap[16], batch[16], err[512];
@@ -375,13 +379,14 @@ void sq_sched_round(struct sq_host *h, PGconn *conn)
     char err[512];
     if (!refresh_limits(h, conn, err, sizeof err))
         log_warn("cannot read the kind limits: %s", err);
-    if (h->cfg->ncrons) {
+    const struct sq_config *cfg = sq_host_config(h);
+    if (cfg->ncrons) {
         struct sq_civil *ticks = calloc(CRON_MAX_TICKS, sizeof *ticks);
-        for (size_t i = 0; ticks && i < h->cfg->ncrons; i++)
-            cron_round(h, conn, &h->cfg->crons[i], ticks);
+        for (size_t i = 0; ticks && i < cfg->ncrons; i++)
+            cron_round(h, conn, &cfg->crons[i], ticks);
         free(ticks);
     }
     aging_round(h, conn);
-    atomic_store(&h->deps_wake, false);
+    sq_host_take_deps(h);
     sq_deps_round(h, conn);
 }

@@ -5,7 +5,12 @@
  * whole life, re-made after a loss. A session is made with skipq's
  * settings and the protocol's statements prepared (queue.c); a worker that
  * loses its session reconnects with capped backoff, logs the outage once
- * and the recovery once, and never ends for it.
+ * and the recovery once, prepares its statements again, and never ends for
+ * it.
+ *
+ * With [database] pooler = transaction a session holds no state between
+ * statements (no settings, no prepared statements), so any statement may
+ * run on any server session the pooler lends.
  */
 #include "host/session.h"
 

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/db.h"
@@ -120,5 +121,46 @@ struct sq_host {
     atomic_bool deps_wake; /* an enqueue left children to settle: the heartbeat
                               thread runs sq_deps_round without waiting for its round */
 };
+
+/* ---- accessors (state.c), for the services around the runtime ---- */
+
+const struct sq_config *sq_host_config(const struct sq_host *h);
+/* The host's name ([host] name, else the machine's). */
+const char *sq_host_name(const struct sq_host *h);
+/* Where sessions connect: the workers' and the listener's. */
+struct sq_dbparams *sq_host_dbparams(struct sq_host *h);
+struct sq_dbparams *sq_host_listen_params(struct sq_host *h);
+/* Every kind this host runs (kinds.h), with its counters. */
+struct sq_kinds *sq_host_kinds(const struct sq_host *h);
+int sq_host_nworkers(const struct sq_host *h);
+/* Thread groups, by index: their queue and the kinds they serve. */
+size_t sq_host_ngroups(const struct sq_host *h);
+const char *sq_host_group_queue(const struct sq_host *h, size_t g);
+size_t sq_host_group_kinds(const struct sq_host *h, size_t g, const char *const **kinds);
+/* Group g serves a kind with limits (claims through the limit check) or
+ * not; returns what it was. */
+bool sq_host_group_set_limited(struct sq_host *h, size_t g, bool limited);
+/* The live [host] poll_interval (SIGHUP rewrites it). */
+_Atomic int64_t *sq_host_poll_ms(struct sq_host *h);
+bool sq_host_stopping(const struct sq_host *h);
+/* Every thread has connected once. */
+bool sq_host_ready(const struct sq_host *h);
+/* Worker threads, how many run a handler now, and how many database
+ * sessions of the host are up (workers, heartbeat, listener). */
+void sq_host_threads(const struct sq_host *h, int *workers, int *busy, int *sessions);
+void sq_host_set_listener_connected(struct sq_host *h, bool up);
+/* An enqueue left children to settle: the heartbeat thread runs the
+ * dependency round without waiting for its next round. */
+void sq_host_want_deps(struct sq_host *h);
+/* Take that request (true if there was one). */
+bool sq_host_take_deps(struct sq_host *h);
+/*
+ * Are the host's threads making progress? A worker counts as stuck when it
+ * is not running a handler and has not gone round its loop for stale_ms
+ * beyond its poll interval; the heartbeat thread when it has not for
+ * stale_ms. With check_db, a database unreachable for stale_ms also fails.
+ * On false, `why` says what is wrong.
+ */
+bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *why, size_t whylen);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * worker.c -- what each host thread does.
+ * worker.c -- the worker loop: claim, dispatch, record the outcomes.
  *
  * DESIGN
  * - A worker thread owns one PGconn for its whole life (re-made after a
@@ -11,23 +11,22 @@
  *   is runnable it waits poll_interval on the host's condition variable,
  *   which shutdown broadcasts, a notification of new jobs wakes, and the
  *   group's list of due times (its own retries, announced delayed jobs)
- *   cuts short for one thread when the first of them comes.
- * - A finished job keeps its slot, and so its lease, until the cycle that
- *   records its outcome has committed.
- * - A handler that never asks for the connection runs with no transaction
- *   open: the claim has committed, the completion is a second short
- *   statement. A handler that asks gets BEGIN on the worker's connection and
- *   its writes commit with the done marker, or roll back with a failure or a
- *   fenced completion.
+ *   cuts short for one thread when the first of them comes (wake.c).
+ * - Dispatch: a claimed job's kind is looked up once (kinds.c: handler,
+ *   lease, live policy, counters) and the job takes a slot, which holds
+ *   its lease until its outcome is recorded (slots.c). The handler gets a
+ *   skipq_job whose services are jobapi.c's. Its outcome waits in the
+ *   pending list for the next cycle or, when the handler used the job's
+ *   transaction, commits here with the handler's writes (complete.c).
  * - A connection failure never ends a thread: it reconnects with capped
- *   backoff, logs the outage once and the recovery once, and prepares its
- *   statements again.
- * - With [database] pooler = transaction a session holds no state between
- *   statements (no settings, no prepared statements), so any statement may
- *   run on any server session the pooler lends.
+ *   backoff (session.c), then gives back the jobs a cycle whose reply was
+ *   lost may have claimed, and carries its pending outcomes over.
+ * - Stopping: no new claims; claimed jobs not yet started go back at once;
+ *   the thread ends when its pending outcomes are recorded.
  */
+#include "host/worker.h"
+
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,20 +34,17 @@
 #include <unistd.h>
 
 #include "common/config.h"
-#include "host/host.h"
-#include "host/hosts.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "host/complete.h"
 #include "host/jobapi.h"
 #include "host/kinds.h"
-#include "common/log.h"
-#include "host/metrics.h"
 #include "host/plugin.h"
 #include "host/queue.h"
-#include "host/scheduler.h"
 #include "host/session.h"
 #include "host/slots.h"
-#include "host/complete.h"
+#include "host/state.h"
 #include "host/wake.h"
-#include "common/util.h"
 
 /*
  * Run the job held in slot k. Its outcome either goes to `pend` (recorded,
