@@ -372,6 +372,15 @@ static void host_free(struct sq_host *h)
     pthread_cond_destroy(&h->wake);
 }
 
+void sq_host_block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+}
+
 int sq_host_run(struct sq_config *cfg, const char *db_flag)
 {
     struct sq_host host = {.cfg = cfg};
@@ -382,11 +391,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
      * init): every thread inherits the mask, and only signal_loop takes
      * them. A SIGTERM during start-up waits for the loop. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    sq_host_block_signals(&set);
     signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->slots_lock, NULL);
