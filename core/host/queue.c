@@ -142,8 +142,9 @@ static const char RELEASE_SQL[] =
  * One round trip per worker cycle: record the outcomes of the jobs the
  * worker finished ($6..$10: id, execution id, outcome 0 done / 1 retry /
  * 2 fail, retry delay ms, error) -- each fenced on (id,
- * current_execution_id, status = 'running') -- and then claim up to $5 more, within $11 payload bytes (sq_queue_claim is
- * this with no outcomes).
+ * current_execution_id, status = 'running') -- and then claim up to $5
+ * more, within $11 payload bytes (sq_queue_claim is this with no
+ * outcomes).
  * The claim: pick (FOR NO KEY UPDATE SKIP LOCKED in a MATERIALIZED CTE),
  * insert the execution rows, mark the jobs running. Both halves touch
  * disjoint rows (running vs pending), so one snapshot serves both.

@@ -21,7 +21,6 @@
 
 #include <inttypes.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
