@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "host/host.h"
+#include "host/kinds.h"
 #include "host/queue.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */

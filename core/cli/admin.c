@@ -70,17 +70,6 @@ static void print_rows(FILE *out, const PGresult *res, bool json, const char *nu
     free(w);
 }
 
-static PGresult *run(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
-{
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
-        return NULL;
-    }
-    return res;
-}
-
 static const char JOB_COLUMNS[] =
     "id, queue, kind, status, attempts, max_attempts, priority, run_at, created_at, finished_at, "
     "lease_expires_at, locked_by, last_error";
@@ -100,7 +89,7 @@ bool sq_admin_list(PGconn *conn, FILE *out, const struct sq_job_filter *f, bool 
              "   AND ($3::pg_catalog.text IS NULL OR kind OPERATOR(pg_catalog.=) $3)"
              " ORDER BY id DESC LIMIT $4::pg_catalog.int4",
              JOB_COLUMNS);
-    PGresult *res = run(conn, sql, 4, params, err, errlen);
+    PGresult *res = sq_db_query(conn, sql, 4, params, err, errlen);
     if (!res)
         return false;
     print_rows(out, res, json, "id,attempts,max_attempts,priority");
@@ -118,7 +107,7 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
              "SELECT %s, %s, payload::pg_catalog.text AS payload FROM skipq.jobs"
              " WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8",
              JOB_COLUMNS, SCHED_COLUMNS);
-    PGresult *job = run(conn, sql, 1, params, err, errlen);
+    PGresult *job = sq_db_query(conn, sql, 1, params, err, errlen);
     if (!job)
         return -1;
     if (PQntuples(job) == 0) {
@@ -126,13 +115,13 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
         snprintf(err, errlen, "no job with id %" PRId64, id);
         return 0;
     }
-    PGresult *ex = run(conn,
-                       "SELECT id AS execution, attempt, worker, status, started_at, finished_at,"
-                       " pg_catalog.round(extract(epoch FROM finished_at OPERATOR(pg_catalog.-) started_at)"
-                       "                  OPERATOR(pg_catalog.*) 1000) AS ms, error"
-                       " FROM skipq.job_executions WHERE job_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8"
-                       " ORDER BY id",
-                       1, params, err, errlen);
+    PGresult *ex = sq_db_query(conn,
+                               "SELECT id AS execution, attempt, worker, status, started_at, finished_at,"
+                               " pg_catalog.round(extract(epoch FROM finished_at OPERATOR(pg_catalog.-) started_at)"
+                               "                  OPERATOR(pg_catalog.*) 1000) AS ms, error"
+                               " FROM skipq.job_executions WHERE job_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8"
+                               " ORDER BY id",
+                               1, params, err, errlen);
     if (!ex) {
         PQclear(job);
         return -1;
@@ -227,10 +216,10 @@ long sq_admin_retry(PGconn *conn, const int64_t *ids, size_t n, const struct sq_
     PGresult *res = NULL;
     if (own_txn && !sq_db_exec(conn, "BEGIN", err, errlen))
         goto out;
-    res = run(conn, RETRY_FLAG_PARENTS_SQL, 4, params, err, errlen);
+    res = sq_db_query(conn, RETRY_FLAG_PARENTS_SQL, 4, params, err, errlen);
     bool flagged = res != NULL;
     PQclear(res);
-    res = flagged ? run(conn, RETRY_SQL, 5, params, err, errlen) : NULL;
+    res = flagged ? sq_db_query(conn, RETRY_SQL, 5, params, err, errlen) : NULL;
     if (res)
         count = strtol(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
@@ -249,25 +238,26 @@ long sq_admin_cancel(PGconn *conn, const int64_t *ids, size_t n, char *err, size
         return -1;
     }
     const char *params[1] = {idarr};
-    PGresult *res = run(conn,
-                        "WITH lk AS MATERIALIZED ("
-                        "  SELECT id FROM skipq.jobs WHERE id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])"
-                        "     AND status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])"
-                        "   ORDER BY id FOR NO KEY UPDATE"
-                        "), c AS ("
-                        "  UPDATE skipq.jobs j SET status = 'cancelled', finished_at = pg_catalog.now(),"
-                        "         lease_expires_at = NULL, last_error = 'cancelled by an operator'"
-                        "    FROM lk WHERE j.id OPERATOR(pg_catalog.=) lk.id"
-                        "     AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])"
-                        "  RETURNING j.id, j.current_execution_id"
-                        "), e AS ("
-                        "  UPDATE skipq.job_executions x SET status = 'cancelled', finished_at = pg_catalog.now(),"
-                        "         error = 'cancelled by an operator'"
-                        "    FROM c WHERE x.id OPERATOR(pg_catalog.=) c.current_execution_id"
-                        "     AND x.status OPERATOR(pg_catalog.=) 'running'"
-                        "  RETURNING x.id"
-                        ") SELECT (SELECT pg_catalog.count(*) FROM c), (SELECT pg_catalog.count(*) FROM e)",
-                        1, params, err, errlen);
+    PGresult *res =
+        sq_db_query(conn,
+                    "WITH lk AS MATERIALIZED ("
+                    "  SELECT id FROM skipq.jobs WHERE id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])"
+                    "     AND status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])"
+                    "   ORDER BY id FOR NO KEY UPDATE"
+                    "), c AS ("
+                    "  UPDATE skipq.jobs j SET status = 'cancelled', finished_at = pg_catalog.now(),"
+                    "         lease_expires_at = NULL, last_error = 'cancelled by an operator'"
+                    "    FROM lk WHERE j.id OPERATOR(pg_catalog.=) lk.id"
+                    "     AND j.status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])"
+                    "  RETURNING j.id, j.current_execution_id"
+                    "), e AS ("
+                    "  UPDATE skipq.job_executions x SET status = 'cancelled', finished_at = pg_catalog.now(),"
+                    "         error = 'cancelled by an operator'"
+                    "    FROM c WHERE x.id OPERATOR(pg_catalog.=) c.current_execution_id"
+                    "     AND x.status OPERATOR(pg_catalog.=) 'running'"
+                    "  RETURNING x.id"
+                    ") SELECT (SELECT pg_catalog.count(*) FROM c), (SELECT pg_catalog.count(*) FROM e)",
+                    1, params, err, errlen);
     free(idarr);
     if (!res)
         return -1;
@@ -280,9 +270,10 @@ long sq_admin_cancel(PGconn *conn, const int64_t *ids, size_t n, char *err, size
 
 bool sq_admin_cron(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
 {
-    PGresult *res = run(conn,
-                        "SELECT name, schedule, timezone, last_tick, updated_at FROM skipq.cron_state ORDER BY name",
-                        0, NULL, err, errlen);
+    PGresult *res =
+        sq_db_query(conn,
+                    "SELECT name, schedule, timezone, last_tick, updated_at FROM skipq.cron_state ORDER BY name",
+                    0, NULL, err, errlen);
     if (!res)
         return false;
     print_rows(out, res, json, "");
@@ -292,18 +283,18 @@ bool sq_admin_cron(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
 
 bool sq_admin_limits(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
 {
-    PGresult *res = run(conn,
-                        "SELECT l.kind, l.max_running,"
-                        "       (SELECT pg_catalog.count(*) FROM skipq.jobs j"
-                        "         WHERE j.status OPERATOR(pg_catalog.=) 'running'"
-                        "           AND j.kind OPERATOR(pg_catalog.=) l.kind) AS running,"
-                        "       l.rate, l.rate_unit,"
-                        "       CASE WHEN l.window_start OPERATOR(pg_catalog.=)"
-                        "                 pg_catalog.date_trunc(l.rate_unit, pg_catalog.now())"
-                        "            THEN l.window_count ELSE 0 END AS claimed_this_window,"
-                        "       l.updated_at"
-                        "  FROM skipq.kind_limits l ORDER BY l.kind",
-                        0, NULL, err, errlen);
+    PGresult *res = sq_db_query(conn,
+                                "SELECT l.kind, l.max_running,"
+                                "       (SELECT pg_catalog.count(*) FROM skipq.jobs j"
+                                "         WHERE j.status OPERATOR(pg_catalog.=) 'running'"
+                                "           AND j.kind OPERATOR(pg_catalog.=) l.kind) AS running,"
+                                "       l.rate, l.rate_unit,"
+                                "       CASE WHEN l.window_start OPERATOR(pg_catalog.=)"
+                                "                 pg_catalog.date_trunc(l.rate_unit, pg_catalog.now())"
+                                "            THEN l.window_count ELSE 0 END AS claimed_this_window,"
+                                "       l.updated_at"
+                                "  FROM skipq.kind_limits l ORDER BY l.kind",
+                                0, NULL, err, errlen);
     if (!res)
         return false;
     print_rows(out, res, json, "max_running running rate claimed_this_window");
@@ -314,10 +305,11 @@ bool sq_admin_limits(PGconn *conn, FILE *out, bool json, char *err, size_t errle
 long sq_admin_limits_clear(PGconn *conn, const char *kind, char *err, size_t errlen)
 {
     const char *params[1] = {kind};
-    PGresult *res = run(conn,
-                        "WITH d AS (DELETE FROM skipq.kind_limits WHERE kind OPERATOR(pg_catalog.=) $1 RETURNING 1)"
-                        " SELECT pg_catalog.count(*) FROM d",
-                        1, params, err, errlen);
+    PGresult *res =
+        sq_db_query(conn,
+                    "WITH d AS (DELETE FROM skipq.kind_limits WHERE kind OPERATOR(pg_catalog.=) $1 RETURNING 1)"
+                    " SELECT pg_catalog.count(*) FROM d",
+                    1, params, err, errlen);
     if (!res)
         return -1;
     long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);

@@ -788,11 +788,7 @@ static int cmd_run(int argc, char **argv)
     /* From here on a SIGTERM means "stop cleanly", even during start-up:
      * keep it pending until the host's signal loop takes it. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    sq_host_block_signals(&set);
     int rc = load_config(&c);
     if (!rc && (rc = check_db_string(&c)) != 0)
         sq_config_free(c.cfg);

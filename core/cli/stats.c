@@ -101,17 +101,6 @@ static void table_rows(FILE *out, const PGresult *res, int skip)
     }
 }
 
-static PGresult *query(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
-{
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
-        return NULL;
-    }
-    return res;
-}
-
 /* ---- stats ------------------------------------------------------------------------ */
 
 /* Built-ins are named by schema: see "SCHEMA-QUALIFIED SQL" in queue.c. */
@@ -244,19 +233,19 @@ bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen
     char hosts_sql[2048];
     if (!begin_snapshot(conn, err, errlen))
         return false;
-    if (!(mark = query(conn, MARK_SQL, 0, NULL, err, errlen)))
+    if (!(mark = sq_db_query(conn, MARK_SQL, 0, NULL, err, errlen)))
         goto done;
     if (PQntuples(mark) != 1) {
         snprintf(err, errlen, "skipq.job_totals_mark is empty: run `skipq migrate`");
         goto done;
     }
     const char *params[2] = {PQgetvalue(mark, 0, 0), PQgetvalue(mark, 0, 1)};
-    if (!(rows = query(conn, STATS_SQL, 2, params, err, errlen)))
+    if (!(rows = sq_db_query(conn, STATS_SQL, 2, params, err, errlen)))
         goto done;
     snprintf(hosts_sql, sizeof hosts_sql, HOSTS_SQL,
              json ? "pg_catalog.array_to_json(h.queues)" : "pg_catalog.array_to_string(h.queues, ',')",
              json ? "pg_catalog.array_to_json(h.kinds)" : "pg_catalog.array_to_string(h.kinds, ',')");
-    if (!(hosts = query(conn, hosts_sql, 0, NULL, err, errlen)))
+    if (!(hosts = sq_db_query(conn, hosts_sql, 0, NULL, err, errlen)))
         goto done;
     if (json) {
         fputs("{\"queues\":", out);
@@ -368,8 +357,8 @@ static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, ch
     bool ok = false;
     if (!begin_snapshot(conn, err, errlen))
         return false;
-    if (!(head = query(conn, TOP_HEAD_SQL, 0, NULL, err, errlen)) ||
-        !(rows = query(conn, TOP_QUEUES_SQL, 1, params, err, errlen)))
+    if (!(head = sq_db_query(conn, TOP_HEAD_SQL, 0, NULL, err, errlen)) ||
+        !(rows = sq_db_query(conn, TOP_QUEUES_SQL, 1, params, err, errlen)))
         goto done;
     double done_s = column_sum(rows, 5), failed_s = column_sum(rows, 6);
     if (o->json) {

@@ -30,12 +30,11 @@ const char *skipq_strerror(skipq_rc rc)
     return "unknown error";
 }
 
-/* Map a failed enqueue statement to a status and a message. */
-static skipq_rc enqueue_error(PGconn *conn, PGresult *res, char *errbuf, size_t errlen)
+/* Map a failed enqueue statement (msg: its error, as sq_db_check recorded
+ * it with its SQLSTATE) to a status and a message. */
+static skipq_rc enqueue_error(const char *msg, char *errbuf, size_t errlen)
 {
-    const char *st = sq_db_sqlstate(res);
-    char msg[SKIPQ_ERRBUF_SIZE];
-    sq_db_error(conn, res, msg, sizeof msg);
+    const char *st = sq_db_last_sqlstate();
     /* Class 22 is "data exception": bad JSON, bad value, NUL bytes. */
     if (strncmp(st, "22", 2) == 0) {
         if (strcmp(st, "22P02") == 0 || strcmp(st, "22P05") == 0 || strstr(msg, "json"))
@@ -64,13 +63,11 @@ skipq_rc skipq_enqueue_many(PGconn *conn, const char *jobs_json, int64_t *count_
         return SKIPQ_EINVAL;
     }
     const char *params[1] = {jobs_json};
-    PGresult *res = PQexecParams(conn, "SELECT pg_catalog.count(*) FROM skipq.enqueue_many($1::pg_catalog.jsonb)", 1,
-                                 NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        skipq_rc rc = enqueue_error(conn, res, errbuf, errlen);
-        PQclear(res);
-        return rc;
-    }
+    char msg[SKIPQ_ERRBUF_SIZE];
+    PGresult *res = sq_db_query(conn, "SELECT pg_catalog.count(*) FROM skipq.enqueue_many($1::pg_catalog.jsonb)", 1,
+                                params, msg, sizeof msg);
+    if (!res)
+        return enqueue_error(msg, errbuf, errlen);
     if (count_out)
         *count_out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
@@ -118,21 +115,19 @@ skipq_rc skipq_enqueue(PGconn *conn, const char *kind, const char *payload, cons
     const char *params[10] = {kind, payload ? payload : "{}", opts->queue ? opts->queue : "default", prio, delay,
                               attempts, opts->unique_key, opts->unique_for_ms ? window : NULL, opts->ordering_key,
                               parents};
-    PGresult *res = PQexecParams(conn,
-                                 "SELECT id, existing FROM skipq.enqueue_ex($1, $2::pg_catalog.jsonb, $3,"
-                                 " $4::pg_catalog.int4,"
-                                 " pg_catalog.now() OPERATOR(pg_catalog.+)"
-                                 "   ($5::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond'),"
-                                 " $6::pg_catalog.int4, $7,"
-                                 " $8::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond',"
-                                 " $9, $10::pg_catalog.int8[])",
-                                 10, NULL, params, NULL, NULL, 0);
+    char msg[SKIPQ_ERRBUF_SIZE];
+    PGresult *res = sq_db_query(conn,
+                                "SELECT id, existing FROM skipq.enqueue_ex($1, $2::pg_catalog.jsonb, $3,"
+                                " $4::pg_catalog.int4,"
+                                " pg_catalog.now() OPERATOR(pg_catalog.+)"
+                                "   ($5::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond'),"
+                                " $6::pg_catalog.int4, $7,"
+                                " $8::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond',"
+                                " $9, $10::pg_catalog.int8[])",
+                                10, params, msg, sizeof msg);
     free(parents);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        skipq_rc rc = enqueue_error(conn, res, errbuf, errlen);
-        PQclear(res);
-        return rc;
-    }
+    if (!res)
+        return enqueue_error(msg, errbuf, errlen);
     if (id_out)
         *id_out = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     if (opts->existing_out)

@@ -134,17 +134,17 @@ skipq_rc skipq_copy_begin(PGconn *conn, skipq_copy **out, char *errbuf, size_t e
     }
     c->conn = conn;
     skipq_rc rc = SKIPQ_EDB;
-    PGresult *res = PQexecParams(conn,
-                                 "SELECT (extract(epoch FROM pg_catalog.now()) OPERATOR(pg_catalog.*) 1000000)"
-                                 "         ::pg_catalog.int8,"
-                                 " coalesce((SELECT value::pg_catalog.int8 FROM skipq.settings"
-                                 "            WHERE key OPERATOR(pg_catalog.=) 'max_payload_bytes'),"
-                                 "          1048576)",
-                                 0, NULL, NULL, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        char msg[SKIPQ_ERRBUF_SIZE];
-        sq_db_error(conn, res, msg, sizeof msg);
-        bool schema = strcmp(sq_db_sqlstate(res), "42P01") == 0 || strcmp(sq_db_sqlstate(res), "3F000") == 0;
+    char msg[SKIPQ_ERRBUF_SIZE];
+    PGresult *res = sq_db_query(conn,
+                                "SELECT (extract(epoch FROM pg_catalog.now()) OPERATOR(pg_catalog.*) 1000000)"
+                                "         ::pg_catalog.int8,"
+                                " coalesce((SELECT value::pg_catalog.int8 FROM skipq.settings"
+                                "            WHERE key OPERATOR(pg_catalog.=) 'max_payload_bytes'),"
+                                "          1048576)",
+                                0, NULL, msg, sizeof msg);
+    if (!res) {
+        const char *st = sq_db_last_sqlstate();
+        bool schema = strcmp(st, "42P01") == 0 || strcmp(st, "3F000") == 0;
         snprintf(errbuf, errlen, "%s%s", schema ? "the skipq schema is missing (run `skipq migrate`): " : "", msg);
         rc = schema ? SKIPQ_ESCHEMA : SKIPQ_EDB;
         goto fail;
@@ -154,7 +154,6 @@ skipq_rc skipq_copy_begin(PGconn *conn, skipq_copy **out, char *errbuf, size_t e
     PQclear(res);
     res = PQexec(conn, COPY_SQL);
     if (PQresultStatus(res) != PGRES_COPY_IN) {
-        char msg[SKIPQ_ERRBUF_SIZE];
         sq_db_error(conn, res, msg, sizeof msg);
         snprintf(errbuf, errlen, "could not start COPY into skipq.jobs: %s", msg);
         goto fail;

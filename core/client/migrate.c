@@ -68,14 +68,13 @@ skipq_rc skipq_schema_version(PGconn *conn, int *version_out, char *errbuf, size
         errbuf = dummy;
         errlen = sizeof dummy;
     }
-    PGresult *res = PQexec(conn, "SELECT CASE WHEN pg_catalog.to_regclass('skipq.schema_migrations') IS NULL THEN 0"
-                                 " ELSE (SELECT coalesce(pg_catalog.max(version), 0) FROM skipq.schema_migrations)"
-                                 " END");
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, errbuf, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_query(conn,
+                                "SELECT CASE WHEN pg_catalog.to_regclass('skipq.schema_migrations') IS NULL THEN 0"
+                                " ELSE (SELECT coalesce(pg_catalog.max(version), 0) FROM skipq.schema_migrations)"
+                                " END",
+                                0, NULL, errbuf, errlen);
+    if (!res)
         return SKIPQ_EDB;
-    }
     *version_out = atoi(PQgetvalue(res, 0, 0));
     PQclear(res);
     return SKIPQ_OK;

@@ -308,12 +308,26 @@ void sq_db_error(PGconn *conn, const PGresult *res, char *err, size_t errlen)
         err[--n] = '\0';
 }
 
-bool sq_db_exec(PGconn *conn, const char *sql, char *err, size_t errlen)
+PGresult *sq_db_check(PGconn *conn, PGresult *res, char *err, size_t errlen)
 {
-    PGresult *res = PQexec(conn, sql);
-    bool ok = res && (PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK);
-    if (!ok && err)
+    ExecStatusType st = PQresultStatus(res);
+    if (res && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK))
+        return res;
+    if (err)
         sq_db_error(conn, res, err, errlen);
     PQclear(res);
-    return ok;
+    return NULL;
+}
+
+PGresult *sq_db_query(PGconn *conn, const char *sql, int nparams, const char *const *params, char *err,
+                      size_t errlen)
+{
+    return sq_db_check(conn, PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0), err, errlen);
+}
+
+bool sq_db_exec(PGconn *conn, const char *sql, char *err, size_t errlen)
+{
+    PGresult *res = sq_db_check(conn, PQexec(conn, sql), err, errlen);
+    PQclear(res);
+    return res != NULL;
 }

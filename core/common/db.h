@@ -66,6 +66,18 @@ const char *sq_db_sqlstate(const PGresult *res);
 /* Run a command that returns no rows; false (with message) on failure. */
 bool sq_db_exec(PGconn *conn, const char *sql, char *err, size_t errlen);
 
+/*
+ * Execute, check, record the error -- the one place that does it. Returns
+ * `res` when it succeeded (rows, or a command's completion); otherwise
+ * copies the error into err (may be NULL) as sq_db_error() does, clears
+ * `res` and returns NULL. Takes a NULL `res` (out of memory) as a failure.
+ */
+PGresult *sq_db_check(PGconn *conn, PGresult *res, char *err, size_t errlen);
+
+/* sq_db_check() of a parameterised statement sent as an unnamed one. */
+PGresult *sq_db_query(PGconn *conn, const char *sql, int nparams, const char *const *params, char *err,
+                      size_t errlen);
+
 /* Copy the primary message of a failed result (or the connection's). */
 void sq_db_error(PGconn *conn, const PGresult *res, char *err, size_t errlen);
 

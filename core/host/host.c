@@ -31,14 +31,21 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/util.h"
+#include "host/heartbeat.h"
+#include "host/kinds.h"
+#include "host/listen.h"
 #include "host/metrics.h"
 #include "host/notify.h"
 #include "host/plugin.h"
 #include "host/queue.h"
 #include "host/reload.h"
 #include "host/scheduler.h"
+#include "host/slots.h"
+#include "host/state.h"
+#include "host/wake.h"
+#include "host/worker.h"
 #include "skipq/skipq.h"
-#include "common/util.h"
 
 /*
  * Behind a pooler in transaction mode skipq cannot set its sessions to READ
@@ -48,11 +55,11 @@
  */
 static bool check_isolation(PGconn *conn, const char *where)
 {
-    PGresult *res = PQexec(conn, "SELECT pg_catalog.current_setting('default_transaction_isolation')");
-    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    char err[512];
+    PGresult *res = sq_db_query(conn, "SELECT pg_catalog.current_setting('default_transaction_isolation')", 0, NULL,
+                                err, sizeof err);
+    bool ok = res != NULL; /* one row: current_setting() of a known name */
     if (!ok) {
-        char err[512];
-        sq_db_error(conn, res, err, sizeof err);
         log_error("cannot read default_transaction_isolation (%s): %s", where, err);
     } else if (strcmp(PQgetvalue(res, 0, 0), "read committed") != 0) {
         log_error("pooler = transaction: default_transaction_isolation is '%s' in %s; skipq needs 'read committed' "
@@ -117,15 +124,15 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
         }
         for (size_t k = 0; k < n; k++) {
             const char *kind = gc->kinds ? gc->kinds[k] : all[k];
-            if (!sq_plugins_find(h->plugins, kind)) {
+            const struct sq_kind *kr = sq_kinds_find(h->kinds, kind);
+            if (!kr) {
                 snprintf(err, errlen, "%s:%d: [queue %s] kinds: no plugin registered a handler for kind \"%s\"",
                          cfg->path, gc->line, gc->queue, kind);
                 free(leases);
                 return false;
             }
             g->kinds[k] = kind;
-            const struct sq_kind_conf *kc = sq_config_kind(cfg, kind);
-            leases[k] = kc && kc->lease_ms ? kc->lease_ms : cfg->lease_ms;
+            leases[k] = kr->lease_ms;
         }
         g->nkinds = n;
         if (n == 0) {
@@ -139,71 +146,6 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
         free(leases);
         if (!g->kinds_array || !g->leases_array)
             return false;
-    }
-    return true;
-}
-
-void sq_kind_policy_set(struct sq_kind_rt *k, const struct sq_config *cfg)
-{
-    const struct sq_kind_conf *kc = sq_config_kind(cfg, k->name);
-    atomic_store(&k->backoff_base_ms, kc ? kc->backoff_base_ms : SQ_DEFAULT_BACKOFF_BASE_MS);
-    atomic_store(&k->backoff_cap_ms, kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS);
-    atomic_store(&k->timeout_ms, kc ? kc->timeout_ms : 0);
-    atomic_store(&k->max_attempts, kc ? kc->max_attempts : 0);
-}
-
-/* The per-kind runtime table: live policy and counters. */
-static bool build_kinds(struct sq_host *h)
-{
-    const char *const *all;
-    size_t n = sq_plugins_kinds(h->plugins, &all);
-    h->kinds = calloc(n ? n : 1, sizeof *h->kinds);
-    if (!h->kinds)
-        return false;
-    h->nkinds = n;
-    for (size_t i = 0; i < n; i++) {
-        h->kinds[i].name = all[i];
-        sq_kind_policy_set(&h->kinds[i], h->cfg);
-    }
-    return true;
-}
-
-struct sq_kind_rt *sq_host_kind(struct sq_host *h, const char *kind)
-{
-    for (size_t i = 0; i < h->nkinds; i++)
-        if (strcmp(h->kinds[i].name, kind) == 0)
-            return &h->kinds[i];
-    return NULL;
-}
-
-bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *why, size_t whylen)
-{
-    int64_t now = sq_now_ms(), poll = atomic_load(&h->poll_ms) * 11 / 10;
-    int64_t hb = atomic_load(&h->hb_beat), down = atomic_load(&h->hb_down_since);
-    if (hb && now - hb > stale_ms) {
-        snprintf(why, whylen, "the heartbeat thread has made no progress for %" PRId64 "s (stuck in a database call?)",
-                 (now - hb) / 1000);
-        return false;
-    }
-    if (check_db && down && now - down > stale_ms) {
-        snprintf(why, whylen, "database unreachable for %" PRId64 "s", (now - down) / 1000);
-        return false;
-    }
-    for (int i = 0; i < h->nworkers; i++) {
-        struct sq_worker *w = &h->workers[i];
-        int64_t beat = atomic_load(&w->beat), wdown = atomic_load(&w->down_since);
-        /* A thread running a handler is the handler's business (timeouts
-         * cover it); one between tries to reconnect may wait that long. */
-        int64_t allowance = stale_ms + (wdown ? SQ_RECONNECT_MAX_MS : poll);
-        if (!atomic_load(&w->busy) && beat && now - beat > allowance) {
-            snprintf(why, whylen, "thread %s has made no progress for %" PRId64 "s (stuck in a database call?)",
-                     w->name, (now - beat) / 1000);
-            return false;
-        }
-        if (check_db && wdown && now - wdown > stale_ms) {
-            snprintf(why, whylen, "database unreachable for %" PRId64 "s (thread %s)", (now - wdown) / 1000, w->name);
-            return false;
-        }
     }
     return true;
 }
@@ -275,9 +217,7 @@ static bool start_threads(struct sq_host *h)
  */
 static void release_running(struct sq_host *h)
 {
-    size_t cap = 1;
-    for (int i = 0; i < h->nworkers; i++)
-        cap += (size_t)h->workers[i].nslots;
+    size_t cap = sq_slots_capacity(h);
     int64_t *ids = calloc(cap, sizeof *ids), *execs = calloc(cap, sizeof *execs);
     struct sq_outcomes done = {.ids = calloc(cap, sizeof(int64_t)),
                                .execs = calloc(cap, sizeof(int64_t)),
@@ -287,29 +227,7 @@ static void release_running(struct sq_host *h)
     char *applied = calloc(cap, 1);
     size_t n = 0;
     bool ok = ids && execs && done.ids && done.execs && done.outcomes && done.delays && done.errors && applied;
-    pthread_mutex_lock(&h->slots_lock);
-    for (int i = 0; ok && i < h->nworkers; i++) {
-        for (int k = 0; k < h->workers[i].nslots; k++) {
-            struct sq_slot *sl = &h->workers[i].slots[k];
-            atomic_store(&sl->stop, 1);
-            if (!sl->job_id)
-                continue;
-            if (sl->finished) {
-                size_t d = done.n++;
-                done.ids[d] = sl->job_id;
-                done.execs[d] = sl->execution_id;
-                done.outcomes[d] = sl->outcome;
-                done.delays[d] = sl->delay_ms;
-                done.errors[d] = strdup(sl->error ? sl->error : "");
-                ok = done.errors[d] != NULL;
-            } else {
-                ids[n] = sl->job_id;
-                execs[n] = sl->execution_id;
-                n++;
-            }
-        }
-    }
-    pthread_mutex_unlock(&h->slots_lock);
+    ok = ok && sq_slots_stop_all(h, ids, execs, &n, &done);
     char err[512] = "out of memory";
     PGconn *conn = ok && (n || done.n) ? sq_db_connect(&h->params, err, sizeof err) : NULL;
     if (conn && !sq_queue_prepare(conn, err, sizeof err)) {
@@ -317,8 +235,7 @@ static void release_running(struct sq_host *h)
         conn = NULL;
     }
     if (conn && done.n) {
-        int r = sq_queue_cycle(conn, "", "{}", "{}", "shutdown", 0, false, &done, NULL, applied, err, sizeof err);
-        if (r < 0)
+        if (sq_queue_record(conn, &done, applied, err, sizeof err) < 0)
             log_error("shutdown grace over: could not record %zu finished job(s); their leases will expire: %s",
                       done.n, err);
     }
@@ -446,13 +363,22 @@ static void host_free(struct sq_host *h)
     for (int i = 0; i < h->nworkers; i++)
         free(h->workers[i].slots);
     free(h->workers);
-    free(h->kinds);
+    sq_kinds_free(h->kinds);
     sq_plugins_unload(h->plugins);
     sq_dbparams_free(&h->params);
     sq_dbparams_free(&h->listen_params);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->slots_lock);
     pthread_cond_destroy(&h->wake);
+}
+
+void sq_host_block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
 }
 
 int sq_host_run(struct sq_config *cfg, const char *db_flag)
@@ -465,11 +391,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
      * init): every thread inherits the mask, and only signal_loop takes
      * them. A SIGTERM during start-up waits for the loop. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    sq_host_block_signals(&set);
     signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->slots_lock, NULL);
@@ -502,7 +424,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         rc = 2;
         goto out;
     }
-    if (!build_kinds(h)) {
+    if (!(h->kinds = sq_kinds_build(h->plugins, cfg))) {
         log_error("out of memory");
         goto out;
     }

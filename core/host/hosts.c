@@ -17,33 +17,36 @@
 
 #include "common/config.h"
 #include "common/db.h"
-#include "host/host.h"
-#include "host/queue.h"
-#include "skipq/skipq.h"
 #include "common/util.h"
+#include "host/queue.h"
+#include "host/state.h"
+#include "skipq/skipq.h"
 
 static void host_id(const struct sq_host *h, char *id, size_t len)
 {
-    snprintf(id, len, "%s:%d", h->name, (int)getpid());
+    snprintf(id, len, "%s:%d", sq_host_name(h), (int)getpid());
 }
 
 /* "queue/kind" for every kind of every group, as a text[] literal. */
 static char *serves_array(const struct sq_host *h)
 {
+    const char *const *kinds;
     size_t n = 0;
-    for (size_t i = 0; i < h->ngroups; i++)
-        n += h->groups[i].nkinds;
+    for (size_t i = 0; i < sq_host_ngroups(h); i++)
+        n += sq_host_group_kinds(h, i, &kinds);
     char **pairs = calloc(n ? n : 1, sizeof *pairs);
     char *arr = NULL;
     size_t k = 0;
     if (!pairs)
         return NULL;
-    for (size_t i = 0; i < h->ngroups; i++) {
-        for (size_t j = 0; j < h->groups[i].nkinds; j++) {
-            size_t len = strlen(h->groups[i].queue) + strlen(h->groups[i].kinds[j]) + 2;
+    for (size_t i = 0; i < sq_host_ngroups(h); i++) {
+        const char *queue = sq_host_group_queue(h, i);
+        size_t nk = sq_host_group_kinds(h, i, &kinds);
+        for (size_t j = 0; j < nk; j++) {
+            size_t len = strlen(queue) + strlen(kinds[j]) + 2;
             if (!(pairs[k] = malloc(len)))
                 goto out;
-            snprintf(pairs[k++], len, "%s/%s", h->groups[i].queue, h->groups[i].kinds[j]);
+            snprintf(pairs[k++], len, "%s/%s", queue, kinds[j]);
         }
     }
     arr = sq_text_array((const char *const *)pairs, n);
@@ -56,12 +59,9 @@ out:
 
 static bool exec_params(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
 {
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
-    if (!ok)
-        sq_db_error(conn, res, err, errlen);
+    PGresult *res = sq_db_query(conn, sql, n, params, err, errlen);
     PQclear(res);
-    return ok;
+    return res != NULL;
 }
 
 bool sq_hosts_beat(PGconn *conn, const struct sq_host *h, bool first, char *err, size_t errlen)
@@ -71,14 +71,14 @@ bool sq_hosts_beat(PGconn *conn, const struct sq_host *h, bool first, char *err,
     if (gethostname(hostname, sizeof hostname - 1) != 0)
         sq_strlcpy(hostname, "unknown", sizeof hostname);
     snprintf(pid, sizeof pid, "%d", (int)getpid());
-    snprintf(threads, sizeof threads, "%d", h->nworkers);
-    snprintf(hb, sizeof hb, "%lld", (long long)h->cfg->heartbeat_ms);
+    snprintf(threads, sizeof threads, "%d", sq_host_nworkers(h));
+    snprintf(hb, sizeof hb, "%lld", (long long)sq_host_config(h)->heartbeat_ms);
     char *serves = serves_array(h);
     if (!serves) {
         snprintf(err, errlen, "out of memory");
         return false;
     }
-    const char *params[9] = {id, h->name, hostname, pid, SKIPQ_VERSION, threads, serves, hb, first ? "t" : "f"};
+    const char *params[9] = {id, sq_host_name(h), hostname, pid, SKIPQ_VERSION, threads, serves, hb, first ? "t" : "f"};
     bool ok = exec_params(conn,
                           "SELECT skipq.host_beat($1, $2, $3, $4::pg_catalog.int4, $5, $6::pg_catalog.int4,"
                           " $7::pg_catalog.text[], $8::pg_catalog.int8, $9::pg_catalog.bool)",
@@ -100,13 +100,9 @@ long sq_hosts_advance_totals(PGconn *conn, int64_t lag_ms, char *err, size_t err
     char lag[24];
     snprintf(lag, sizeof lag, "%lld", (long long)lag_ms);
     const char *params[1] = {lag};
-    PGresult *res =
-        PQexecParams(conn, "SELECT skipq.advance_totals($1::pg_catalog.int8)", 1, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_query(conn, "SELECT skipq.advance_totals($1::pg_catalog.int8)", 1, params, err, errlen);
+    if (!res)
         return -2;
-    }
     long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
     return n;

@@ -23,21 +23,24 @@
  *   not give us: [database] listen_conninfo names a direct connection for
  *   it, and without one host.c does not start this thread at all.
  */
+#include "host/listen.h"
+
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/config.h"
-#include "host/host.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "host/state.h"
+#include "host/wake.h"
 
 #define LISTEN_POLL_MS 200
 
 static PGconn *listen_connect(struct sq_host *h, char *err, size_t errlen)
 {
-    PGconn *conn = sq_db_connect(&h->listen_params, err, errlen);
+    PGconn *conn = sq_db_connect(sq_host_listen_params(h), err, errlen);
     if (conn && !sq_db_exec(conn, "LISTEN skipq_jobs", err, errlen)) {
         PQfinish(conn);
         conn = NULL;
@@ -73,7 +76,7 @@ static int64_t due_ms(const char *s)
 static void announce(struct sq_host *h, char *payload)
 {
     if (strcmp(payload, "!deps") == 0) {
-        atomic_store(&h->deps_wake, true);
+        sq_host_want_deps(h);
         return;
     }
     char *sp = strchr(payload, ' ');
@@ -111,7 +114,7 @@ void *sq_listener_main(void *arg)
     bool reported = false, listening_logged = false;
     int64_t delay = 100, last_traffic = 0;
     char err[512];
-    while (!atomic_load(&h->stopping)) {
+    while (!sq_host_stopping(h)) {
         if (!conn) {
             conn = listen_connect(h, err, sizeof err);
             if (!conn) {
@@ -122,7 +125,7 @@ void *sq_listener_main(void *arg)
                 delay = delay * 2 > 10000 ? 10000 : delay * 2;
                 continue;
             }
-            atomic_store(&h->listener_connected, true);
+            sq_host_set_listener_connected(h, true);
             if (reported)
                 log_info("listener: connected to the database again");
             else if (!listening_logged) {
@@ -142,7 +145,7 @@ void *sq_listener_main(void *arg)
         if (r > 0) {
             ok = drain(h, conn);
             last_traffic = sq_now_ms();
-        } else if (sq_now_ms() - last_traffic > h->cfg->heartbeat_ms) {
+        } else if (sq_now_ms() - last_traffic > sq_host_config(h)->heartbeat_ms) {
             ok = sq_db_exec(conn, "SELECT 1", err, sizeof err) && drain(h, conn);
             last_traffic = sq_now_ms();
         }
@@ -150,10 +153,10 @@ void *sq_listener_main(void *arg)
             log_warn("listener: connection lost; reconnecting: %s", PQerrorMessage(conn));
             PQfinish(conn);
             conn = NULL;
-            atomic_store(&h->listener_connected, false);
+            sq_host_set_listener_connected(h, false);
         }
     }
     PQfinish(conn);
-    atomic_store(&h->listener_connected, false);
+    sq_host_set_listener_connected(h, false);
     return NULL;
 }

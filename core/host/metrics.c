@@ -3,8 +3,9 @@
  *
  * DESIGN
  * - The job path takes no lock for metrics: counters and histogram buckets
- *   are C11 atomics in the host's per-kind table (host.h), bumped by the
- *   worker threads; a scrape only reads them.
+ *   are C11 atomics in each kind's struct (kinds.h), bumped by the worker
+ *   threads; a scrape only reads them, and reads the host through the
+ *   accessors of state.h.
  * - Nothing a scrape does touches the database. The ready-job gauges come
  *   from one query the heartbeat thread runs every SAMPLE_MS on its own
  *   connection; a scrape reads the last sample under a mutex. Scrapes
@@ -49,18 +50,16 @@
 #include <unistd.h>
 
 #include "common/config.h"
-#include "host/host.h"
 #include "common/log.h"
-#include "host/queue.h"
 #include "common/util.h"
+#include "host/kinds.h"
+#include "host/queue.h"
+#include "host/state.h"
 
 #define SAMPLE_MS 5000
 #define DEADLINE_MS 5000
 #define PER_ADDRESS 8
 #define MAX_CONNECTIONS 64
-
-const double sq_duration_bounds[SQ_DURATION_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                        1,     2.5,  5,     10,   30,  60,   300};
 
 /* A connection libmicrohttpd holds, as its socket context. */
 struct http_conn {
@@ -86,18 +85,6 @@ struct sq_metrics {
     double *oldest_age;  /* per group, seconds */
 };
 
-void sq_kind_observe(struct sq_kind_rt *k, int64_t us)
-{
-    if (us < 0)
-        us = 0;
-    double s = (double)us / 1e6;
-    int b = 0;
-    while (b < SQ_DURATION_BUCKETS && s > sq_duration_bounds[b])
-        b++;
-    atomic_fetch_add_explicit(&k->duration_buckets[b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&k->duration_sum_us, (unsigned long long)us, memory_order_relaxed);
-}
-
 /* ---- sampling (heartbeat thread) ------------------------------------------------ */
 
 /* Built-ins named by schema: see "SCHEMA-QUALIFIED SQL" in queue.c. */
@@ -110,9 +97,8 @@ static const char SAMPLE_SQL[] =
     "   AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.now()"
     " GROUP BY q.queue";
 
-void sq_metrics_sample(struct sq_host *h, PGconn *conn)
+void sq_metrics_sample(struct sq_metrics *m, PGconn *conn)
 {
-    struct sq_metrics *m = h->metrics;
     if (!m || sq_now_ms() < m->next_sample)
         return;
     m->next_sample = sq_now_ms() + SAMPLE_MS; /* only this thread reads or writes it */
@@ -125,8 +111,8 @@ void sq_metrics_sample(struct sq_host *h, PGconn *conn)
     }
     pthread_mutex_lock(&m->lock);
     for (int r = 0; r < PQntuples(res); r++) {
-        for (size_t g = 0; g < h->ngroups; g++) {
-            if (strcmp(h->groups[g].queue, PQgetvalue(res, r, 0)) != 0)
+        for (size_t g = 0; g < sq_host_ngroups(m->h); g++) {
+            if (strcmp(sq_host_group_queue(m->h, g), PQgetvalue(res, r, 0)) != 0)
                 continue;
             m->ready[g] = strtoll(PQgetvalue(res, r, 1), NULL, 10);
             m->oldest_age[g] = strtod(PQgetvalue(res, r, 2), NULL);
@@ -158,23 +144,24 @@ static void put_header(FILE *f, const char *name, const char *type, const char *
 }
 
 /* One counter family with a sample per kind; `off` selects the field. */
-static void put_kind_counter(FILE *f, const struct sq_host *h, const char *name, const char *help, size_t off)
+static void put_kind_counter(FILE *f, struct sq_kinds *ks, const char *name, const char *help, size_t off)
 {
     put_header(f, name, "counter", help);
-    for (size_t i = 0; i < h->nkinds; i++) {
-        const atomic_ulong *c = (const atomic_ulong *)((const char *)&h->kinds[i] + off);
+    for (size_t i = 0; i < sq_kinds_count(ks); i++) {
+        const struct sq_kind *k = sq_kinds_at(ks, i);
+        const atomic_ulong *c = (const atomic_ulong *)((const char *)k + off);
         fprintf(f, "%s{kind=\"", name);
-        put_label(f, h->kinds[i].name);
+        put_label(f, k->name);
         fprintf(f, "\"} %lu\n", atomic_load_explicit(c, memory_order_relaxed));
     }
 }
 
-static void put_histogram(FILE *f, struct sq_host *h)
+static void put_histogram(FILE *f, struct sq_kinds *ks)
 {
     const char *name = "skipq_handler_duration_seconds";
     put_header(f, name, "histogram", "Time handlers took, from start to return.");
-    for (size_t i = 0; i < h->nkinds; i++) {
-        struct sq_kind_rt *k = &h->kinds[i];
+    for (size_t i = 0; i < sq_kinds_count(ks); i++) {
+        const struct sq_kind *k = sq_kinds_at(ks, i);
         unsigned long long cum = 0;
         for (int b = 0; b <= SQ_DURATION_BUCKETS; b++) {
             cum += atomic_load_explicit(&k->duration_buckets[b], memory_order_relaxed);
@@ -194,15 +181,25 @@ static void put_histogram(FILE *f, struct sq_host *h)
     }
 }
 
-static void put_gauges(FILE *f, struct sq_host *h)
+/* One gauge family with a sample per queue: a count, or (count NULL) an age. */
+static void put_queue_gauge(FILE *f, const struct sq_metrics *m, const char *name, const char *help,
+                            const long long *count, const double *age)
 {
-    int busy = 0, up = 0, nworkers = atomic_load(&h->workers_built) ? h->nworkers : 0;
-    for (int i = 0; i < nworkers; i++) {
-        busy += atomic_load(&h->workers[i].busy) ? 1 : 0;
-        up += atomic_load(&h->workers[i].connected) ? 1 : 0;
+    put_header(f, name, "gauge", help);
+    for (size_t g = 0; g < sq_host_ngroups(m->h); g++) {
+        fprintf(f, "%s{queue=\"", name);
+        put_label(f, sq_host_group_queue(m->h, g));
+        if (count)
+            fprintf(f, "\"} %lld\n", count[g]);
+        else
+            fprintf(f, "\"} %.3f\n", age[g]);
     }
-    up += atomic_load(&h->hb_connected) ? 1 : 0;
-    up += atomic_load(&h->listener_connected) ? 1 : 0;
+}
+
+static void put_gauges(FILE *f, struct sq_metrics *m)
+{
+    int nworkers, busy, up;
+    sq_host_threads(m->h, &nworkers, &busy, &up);
     put_header(f, "skipq_worker_threads", "gauge", "Worker threads running a handler (busy) or not (idle).");
     fprintf(f, "skipq_worker_threads{state=\"busy\"} %d\nskipq_worker_threads{state=\"idle\"} %d\n", busy,
             nworkers - busy);
@@ -210,50 +207,43 @@ static void put_gauges(FILE *f, struct sq_host *h)
                "Database sessions of this host that are up (workers, heartbeat, listener).");
     fprintf(f, "skipq_database_connections %d\n", up);
 
-    struct sq_metrics *m = h->metrics;
     pthread_mutex_lock(&m->lock);
     if (m->sampled) {
-        put_header(f, "skipq_queue_ready_jobs", "gauge",
-                   "Jobs ready to run (pending, run_at reached) per queue this host serves; sampled every 5s.");
-        for (size_t g = 0; g < h->ngroups; g++) {
-            fputs("skipq_queue_ready_jobs{queue=\"", f);
-            put_label(f, h->groups[g].queue);
-            fprintf(f, "\"} %lld\n", m->ready[g]);
-        }
-        put_header(f, "skipq_queue_oldest_ready_job_age_seconds", "gauge",
-                   "How long the oldest ready job of the queue has been waiting (0: none); sampled every 5s.");
-        for (size_t g = 0; g < h->ngroups; g++) {
-            fputs("skipq_queue_oldest_ready_job_age_seconds{queue=\"", f);
-            put_label(f, h->groups[g].queue);
-            fprintf(f, "\"} %.3f\n", m->oldest_age[g]);
-        }
+        put_queue_gauge(f, m, "skipq_queue_ready_jobs",
+                        "Jobs ready to run (pending, run_at reached) per queue this host serves; sampled every 5s.",
+                        m->ready, NULL);
+        put_queue_gauge(f, m, "skipq_queue_oldest_ready_job_age_seconds",
+                        "How long the oldest ready job of the queue has been waiting (0: none); sampled every 5s.",
+                        NULL, m->oldest_age);
     }
     pthread_mutex_unlock(&m->lock);
 }
 
-static char *render_metrics(struct sq_host *h, size_t *len)
+static char *render_metrics(struct sq_metrics *m, size_t *len)
 {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
+    struct sq_kinds *ks = sq_host_kinds(m->h);
     if (!f)
         return NULL;
-    put_kind_counter(f, h, "skipq_jobs_claimed_total", "Jobs this host claimed.",
-                     offsetof(struct sq_kind_rt, claimed));
-    put_kind_counter(f, h, "skipq_jobs_done_total", "Jobs this host completed.", offsetof(struct sq_kind_rt, done));
-    put_kind_counter(f, h, "skipq_jobs_retried_total", "Failed attempts that will be retried.",
-                     offsetof(struct sq_kind_rt, retried));
-    put_kind_counter(f, h, "skipq_jobs_dead_total", "Jobs that failed for good (permanent failure or out of attempts).",
-                     offsetof(struct sq_kind_rt, dead));
-    put_kind_counter(f, h, "skipq_jobs_fenced_total",
+    put_kind_counter(f, ks, "skipq_jobs_claimed_total", "Jobs this host claimed.",
+                     offsetof(struct sq_kind, claimed));
+    put_kind_counter(f, ks, "skipq_jobs_done_total", "Jobs this host completed.", offsetof(struct sq_kind, done));
+    put_kind_counter(f, ks, "skipq_jobs_retried_total", "Failed attempts that will be retried.",
+                     offsetof(struct sq_kind, retried));
+    put_kind_counter(f, ks, "skipq_jobs_dead_total",
+                     "Jobs that failed for good (permanent failure or out of attempts).",
+                     offsetof(struct sq_kind, dead));
+    put_kind_counter(f, ks, "skipq_jobs_fenced_total",
                      "Outcomes discarded because the job's lease had been lost to another worker.",
-                     offsetof(struct sq_kind_rt, fenced));
-    put_kind_counter(f, h, "skipq_jobs_lost_total",
+                     offsetof(struct sq_kind, fenced));
+    put_kind_counter(f, ks, "skipq_jobs_lost_total",
                      "Jobs whose lease expired (any host's), recovered by this host's sweep.",
-                     offsetof(struct sq_kind_rt, lost));
-    put_kind_counter(f, h, "skipq_jobs_cancelled_total", "Jobs cancelled while their handler ran on this host.",
-                     offsetof(struct sq_kind_rt, cancelled));
-    put_histogram(f, h);
-    put_gauges(f, h);
+                     offsetof(struct sq_kind, lost));
+    put_kind_counter(f, ks, "skipq_jobs_cancelled_total", "Jobs cancelled while their handler ran on this host.",
+                     offsetof(struct sq_kind, cancelled));
+    put_histogram(f, ks);
+    put_gauges(f, m);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;
@@ -296,18 +286,18 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char 
         return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     if (strcmp(url, "/metrics") == 0) {
         size_t len = 0;
-        char *body = render_metrics(h, &len);
+        char *body = render_metrics(m, &len);
         if (!body)
             return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
         return reply(conn, MHD_HTTP_OK, body, len, "text/plain; version=0.0.4; charset=utf-8");
     }
     if (strcmp(url, "/healthz") == 0) {
         char why[256], body[300];
-        if (atomic_load(&h->stopping))
+        if (sq_host_stopping(h))
             snprintf(why, sizeof why, "stopping");
-        else if (!atomic_load(&h->ready))
+        else if (!sq_host_ready(h))
             snprintf(why, sizeof why, "starting: not every thread has connected to the database yet");
-        else if (sq_host_progress(h, h->cfg->metrics_unhealthy_ms, true, why, sizeof why))
+        else if (sq_host_progress(h, sq_host_config(h)->metrics_unhealthy_ms, true, why, sizeof why))
             return reply_text(conn, MHD_HTTP_OK, "ok\n");
         snprintf(body, sizeof body, "%s\n", why);
         return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE, body);
@@ -471,7 +461,7 @@ static void *serve_loop(void *arg)
 
 static bool start_server(struct sq_metrics *m, int fd, char *err, size_t errlen)
 {
-    const struct sq_config *cfg = m->h->cfg;
+    const struct sq_config *cfg = sq_host_config(m->h);
     unsigned flags = MHD_USE_EPOLL | (cfg->metrics_addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, serve, m, MHD_OPTION_LISTEN_SOCKET, fd,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
@@ -494,8 +484,10 @@ static bool start_server(struct sq_metrics *m, int fd, char *err, size_t errlen)
 
 struct sq_metrics *sq_metrics_start(struct sq_host *h, char *err, size_t errlen)
 {
+    const struct sq_config *cfg = sq_host_config(h);
+    size_t ngroups = sq_host_ngroups(h);
     struct sq_metrics *m = calloc(1, sizeof *m);
-    const char **queues = calloc(h->ngroups ? h->ngroups : 1, sizeof *queues);
+    const char **queues = calloc(ngroups ? ngroups : 1, sizeof *queues);
     int fd = -1;
     if (m) {
         pthread_mutex_init(&m->lock, NULL);
@@ -504,18 +496,18 @@ struct sq_metrics *sq_metrics_start(struct sq_host *h, char *err, size_t errlen)
     if (!m || !queues || m->stop_fd < 0)
         goto oom;
     m->h = h;
-    for (size_t g = 0; g < h->ngroups; g++)
-        queues[g] = h->groups[g].queue;
-    m->queues_array = sq_text_array(queues, h->ngroups);
-    m->ready = calloc(h->ngroups ? h->ngroups : 1, sizeof *m->ready);
-    m->oldest_age = calloc(h->ngroups ? h->ngroups : 1, sizeof *m->oldest_age);
+    for (size_t g = 0; g < ngroups; g++)
+        queues[g] = sq_host_group_queue(h, g);
+    m->queues_array = sq_text_array(queues, ngroups);
+    m->ready = calloc(ngroups ? ngroups : 1, sizeof *m->ready);
+    m->oldest_age = calloc(ngroups ? ngroups : 1, sizeof *m->oldest_age);
     if (!m->queues_array || !m->ready || !m->oldest_age)
         goto oom;
-    fd = bind_listen(h->cfg, err, errlen);
+    fd = bind_listen(cfg, err, errlen);
     if (fd < 0 || !start_server(m, fd, err, errlen))
         goto fail;
     free(queues);
-    log_info("metrics: serving /metrics and /healthz on %s", h->cfg->metrics_listen);
+    log_info("metrics: serving /metrics and /healthz on %s", cfg->metrics_listen);
     return m;
 oom:
     snprintf(err, errlen, "out of memory");

@@ -17,7 +17,8 @@ struct sq_metrics *sq_metrics_start(struct sq_host *h, char *err, size_t errlen)
 void sq_metrics_stop(struct sq_metrics *m);
 
 /* Called by the heartbeat thread each round: samples the ready-job gauges
- * with one query when the last sample is old enough. */
-void sq_metrics_sample(struct sq_host *h, PGconn *conn);
+ * with one query when the last sample is old enough (m NULL: [metrics]
+ * off, nothing to do). */
+void sq_metrics_sample(struct sq_metrics *m, PGconn *conn);
 
 #endif

@@ -43,9 +43,9 @@
 #include <unistd.h>
 
 #include "common/config.h"
-#include "host/host.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "host/jobapi.h"
 
 struct sq_loaded_plugin {
     skipq_plugin pub; /* must stay first: plugins hold a pointer to it */

@@ -17,7 +17,8 @@ struct sq_handler {
     struct sq_loaded_plugin *plugin;
 };
 
-/* The host's table handed to plugins (also used by worker.c for jobs). */
+/* The host's table handed to plugins, and to each job (worker.c); its job_*
+ * entries are jobapi.c's. */
 extern const skipq_host_api sq_host_api;
 
 /*

@@ -15,11 +15,16 @@
  *   (id, current_execution_id, status = 'running'). A worker whose lease
  *   expired and whose job was reclaimed changes nothing: 0 rows.
  * - Time is the database's: now() everywhere, never the host clock.
- * - All statements are prepared once per session (sq_queue_prepare), and
- *   must be prepared again after a reconnect. Behind a pooler in
+ * - Every statement has a name in enum sq_stmt; the table `statements`
+ *   gives its text. They are prepared once per session (sq_queue_prepare),
+ *   and must be prepared again after a reconnect -- all but the rare ones
+ *   (the fencing read-backs), which always go unnamed. Behind a pooler in
  *   transaction mode a session is not ours between statements, so there
  *   (sq_queue_use_unnamed) every statement goes as an unnamed one with the
  *   same text instead: run_stmt() is the one place that chooses.
+ * - Outcomes are written by one text, OUTCOMES_OF: inside each cycle
+ *   (batched with the next claim) and on its own (OUTCOMES_SQL), where a
+ *   single completion is a batch of one.
  *
  * SCHEMA-QUALIFIED SQL (here and in every statement skipq sends)
  * Built-in functions, operators and types are named by schema:
@@ -62,35 +67,6 @@
 
 #include "common/config.h"
 #include "common/db.h"
-
-static const char DONE_SQL[] =
-    "WITH j AS ("
-    "  UPDATE skipq.jobs SET status = 'done', finished_at = pg_catalog.now(), lease_expires_at = NULL"
-    "   WHERE id OPERATOR(pg_catalog.=) $1 AND current_execution_id OPERATOR(pg_catalog.=) $2"
-    "     AND status OPERATOR(pg_catalog.=) 'running'"
-    "  RETURNING id)"
-    " UPDATE skipq.job_executions e SET status = 'done', finished_at = pg_catalog.now()"
-    "   FROM j WHERE e.id OPERATOR(pg_catalog.=) $2 AND e.job_id OPERATOR(pg_catalog.=) j.id"
-    " RETURNING e.id";
-
-/* $3: permanent; $4: retry delay in ms; $5: the error message. */
-static const char FAIL_SQL[] =
-    "WITH j AS ("
-    "  UPDATE skipq.jobs SET"
-    "     status = CASE WHEN $3 OR attempts OPERATOR(pg_catalog.>=) max_attempts THEN 'dead' ELSE 'pending' END,"
-    "     run_at = CASE WHEN $3 OR attempts OPERATOR(pg_catalog.>=) max_attempts THEN run_at"
-    "                   ELSE pg_catalog.now() OPERATOR(pg_catalog.+)"
-    "                        ($4::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond') END,"
-    "     finished_at = CASE WHEN $3 OR attempts OPERATOR(pg_catalog.>=) max_attempts THEN pg_catalog.now() END,"
-    "     lease_expires_at = NULL, last_error = $5"
-    "   WHERE id OPERATOR(pg_catalog.=) $1 AND current_execution_id OPERATOR(pg_catalog.=) $2"
-    "     AND status OPERATOR(pg_catalog.=) 'running'"
-    "  RETURNING id, status)"
-    " UPDATE skipq.job_executions e"
-    "    SET status = CASE WHEN j.status OPERATOR(pg_catalog.=) 'dead' THEN 'dead' ELSE 'retry' END,"
-    "        finished_at = pg_catalog.now(), error = $5"
-    "   FROM j WHERE e.id OPERATOR(pg_catalog.=) $2 AND e.job_id OPERATOR(pg_catalog.=) j.id"
-    " RETURNING j.status";
 
 /*
  * Renew leases without ever waiting: a row locked right now is being
@@ -165,9 +141,10 @@ static const char RELEASE_SQL[] =
 /*
  * One round trip per worker cycle: record the outcomes of the jobs the
  * worker finished ($6..$10: id, execution id, outcome 0 done / 1 retry /
- * 2 fail, retry delay ms, error) -- each fenced like DONE_SQL and FAIL_SQL --
- * and then claim up to $5 more, within $11 payload bytes (sq_queue_claim is
- * this with no outcomes).
+ * 2 fail, retry delay ms, error) -- each fenced on (id,
+ * current_execution_id, status = 'running') -- and then claim up to $5
+ * more, within $11 payload bytes (sq_queue_claim is this with no
+ * outcomes).
  * The claim: pick (FOR NO KEY UPDATE SKIP LOCKED in a MATERIALIZED CTE),
  * insert the execution rows, mark the jobs running. Both halves touch
  * disjoint rows (running vs pending), so one snapshot serves both.
@@ -194,17 +171,24 @@ static const char RELEASE_SQL[] =
  *
  * Two statements share everything but the pick: CYCLE_SQL for groups that
  * serve no limited kind, CYCLE_LIMITED_SQL (below) for groups that do.
+ *
+ * The outcomes branch has its parameters named: the cycles pass them as
+ * $6..$10, after the claim's; OUTCOMES_SQL, the outcome statement on its
+ * own, as $1..$5. So every outcome, batched or single, is written by the
+ * same text.
  */
-#define CYCLE_OUTCOMES \
+#define OUTCOMES_OF(ids, eids, outcomes, delays, errors) \
     "WITH fin AS MATERIALIZED (" \
-    "  SELECT * FROM ROWS FROM (pg_catalog.unnest($6::pg_catalog.int8[]), pg_catalog.unnest($7::pg_catalog.int8[])," \
-    "                           pg_catalog.unnest($8::pg_catalog.int2[]), pg_catalog.unnest($9::pg_catalog.int8[])," \
-    "                           pg_catalog.unnest($10::pg_catalog.text[]))" \
+    "  SELECT * FROM ROWS FROM (pg_catalog.unnest(" ids "::pg_catalog.int8[])," \
+    " pg_catalog.unnest(" eids "::pg_catalog.int8[])," \
+    "                           pg_catalog.unnest(" outcomes "::pg_catalog.int2[])," \
+    " pg_catalog.unnest(" delays "::pg_catalog.int8[])," \
+    "                           pg_catalog.unnest(" errors "::pg_catalog.text[]))" \
     "         AS f(id, eid, outcome, delay_ms, err)" \
     /* Row locks in id order: every multi-row writer of running jobs takes \
      * them this way (or skips locked rows), so they cannot deadlock. */ \
     "), lk AS MATERIALIZED (" \
-    "  SELECT j.id FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) ANY ($6::pg_catalog.int8[])" \
+    "  SELECT j.id FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) ANY (" ids "::pg_catalog.int8[])" \
     "   ORDER BY j.id FOR NO KEY UPDATE OF j" \
     "), upd AS (" \
     "  UPDATE skipq.jobs j SET" \
@@ -221,7 +205,7 @@ static const char RELEASE_SQL[] =
     "     lease_expires_at = NULL," \
     "     last_error = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 0 THEN j.last_error ELSE f.err END" \
     "   FROM fin f JOIN lk ON lk.id OPERATOR(pg_catalog.=) f.id" \
-    "   WHERE j.id OPERATOR(pg_catalog.=) f.id AND j.id OPERATOR(pg_catalog.=) ANY ($6::pg_catalog.int8[])" \
+    "   WHERE j.id OPERATOR(pg_catalog.=) f.id AND j.id OPERATOR(pg_catalog.=) ANY (" ids "::pg_catalog.int8[])" \
     "     AND j.current_execution_id OPERATOR(pg_catalog.=) f.eid AND j.status OPERATOR(pg_catalog.=) 'running'" \
     "  RETURNING j.id, f.eid, j.status, f.err" \
     "), exe AS (" \
@@ -232,6 +216,7 @@ static const char RELEASE_SQL[] =
     "         error = CASE WHEN u.status OPERATOR(pg_catalog.=) 'done' THEN NULL ELSE u.err END" \
     "    FROM upd u WHERE e.id OPERATOR(pg_catalog.=) u.eid" \
     "  RETURNING e.job_id, e.id, e.status"
+#define CYCLE_OUTCOMES OUTCOMES_OF("$6", "$7", "$8", "$9", "$10")
 
 /*
  * Which pending jobs (alias j) a claim may take, best first.
@@ -312,8 +297,9 @@ static const char RELEASE_SQL[] =
  * only ones it waits for) before the claim branch, whose SKIP LOCKED pick
  * never waits but may keep locks on rows it rejected. Claiming first
  * deadlocked two cycles against each other. */
+#define OUTCOME_ROWS " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe"
 #define CYCLE_RESULT \
-    " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe" \
+    OUTCOME_ROWS \
     " UNION ALL" \
     " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
 
@@ -328,6 +314,15 @@ static const char CYCLE_SQL[] =
     CYCLE_FIT("$11")
     CYCLE_CLAIM("pg_catalog.now()")
     CYCLE_RESULT;
+
+/*
+ * The outcome statement: record outcomes ($1..$5, as the cycle's $6..$10)
+ * and claim nothing. A single completion is a batch of one: the autocommit
+ * completion, the done marker inside a handler's transaction (which then
+ * commits with the handler's writes), and shutdown's recording of outcomes
+ * whose handlers had returned. Its rows are the cycle's 'f' rows.
+ */
+static const char OUTCOMES_SQL[] = OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")" OUTCOME_ROWS;
 
 /*
  * CYCLE_SQL with no outcomes to record ($1-$5, and the budget as $6): what
@@ -467,16 +462,57 @@ static const char RECOVER_SQL[] =
     "   FROM r WHERE e.id OPERATOR(pg_catalog.=) r.eid"
     " RETURNING e.id";
 
+/*
+ * Fencing read-backs, asked only on rare paths (so sent unnamed, never
+ * prepared). EXECUTION_STATUS_SQL: what an execution ended as -- after a
+ * fenced outcome, to tell "cancelled under the handler" from "taken over",
+ * and after a retried outcome, "committed by the try whose reply was lost"
+ * from "fenced" (see complete.c). COMMITTED_DONE_SQL: after the connection
+ * died during a handler transaction's COMMIT, whether its done marker
+ * landed.
+ */
+static const char EXECUTION_STATUS_SQL[] =
+    "SELECT status FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $1";
+static const char COMMITTED_DONE_SQL[] =
+    "SELECT 1 FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $2"
+    " AND job_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'done'";
+
+/* Every statement of the protocol, by what it does. */
+enum sq_stmt {
+    SQ_STMT_RETAIN,
+    SQ_STMT_OUTCOMES,
+    SQ_STMT_HEARTBEAT,
+    SQ_STMT_REAP,
+    SQ_STMT_RELEASE,
+    SQ_STMT_RECOVER,
+    SQ_STMT_CYCLE,
+    SQ_STMT_CYCLE_LIMITED,
+    SQ_STMT_CLAIM,
+    SQ_STMT_CLAIM_ONE,
+    SQ_STMT_EXECUTION_STATUS,
+    SQ_STMT_COMMITTED_DONE,
+    SQ_STMT_COUNT
+};
+
+/* name: the prepared statement's (it shows in pg_stat_statements and in
+ * errors); rare: always sent unnamed, never prepared. */
 static const struct {
     const char *name;
     const char *sql;
-} statements[] = {
-    {"sq_retain", RETAIN_SQL},
-    {"sq_done", DONE_SQL}, {"sq_fail", FAIL_SQL},
-    {"sq_heartbeat", HEARTBEAT_SQL}, {"sq_reap", REAP_SQL}, {"sq_release", RELEASE_SQL},
-    {"sq_recover", RECOVER_SQL},
-    {"sq_cycle", CYCLE_SQL}, {"sq_cycle_limited", CYCLE_LIMITED_SQL}, {"sq_claim", CLAIM_SQL},
-    {"sq_claim_one", CLAIM_ONE_SQL},
+    bool rare;
+} statements[SQ_STMT_COUNT] = {
+    [SQ_STMT_RETAIN] = {"sq_retain", RETAIN_SQL, false},
+    [SQ_STMT_OUTCOMES] = {"sq_outcomes", OUTCOMES_SQL, false},
+    [SQ_STMT_HEARTBEAT] = {"sq_heartbeat", HEARTBEAT_SQL, false},
+    [SQ_STMT_REAP] = {"sq_reap", REAP_SQL, false},
+    [SQ_STMT_RELEASE] = {"sq_release", RELEASE_SQL, false},
+    [SQ_STMT_RECOVER] = {"sq_recover", RECOVER_SQL, false},
+    [SQ_STMT_CYCLE] = {"sq_cycle", CYCLE_SQL, false},
+    [SQ_STMT_CYCLE_LIMITED] = {"sq_cycle_limited", CYCLE_LIMITED_SQL, false},
+    [SQ_STMT_CLAIM] = {"sq_claim", CLAIM_SQL, false},
+    [SQ_STMT_CLAIM_ONE] = {"sq_claim_one", CLAIM_ONE_SQL, false},
+    [SQ_STMT_EXECUTION_STATUS] = {"sq_execution_status", EXECUTION_STATUS_SQL, true},
+    [SQ_STMT_COMMITTED_DONE] = {"sq_committed_done", COMMITTED_DONE_SQL, true},
 };
 
 /* Set once at start-up, before any thread runs a statement. */
@@ -501,29 +537,27 @@ int64_t sq_queue_claim_bytes(void)
     return atomic_load(&claim_bytes);
 }
 
-/* Run statement `name`: prepared, or with its text as an unnamed statement
+/* Run statement s: prepared, or with its text as an unnamed statement
  * (parsed and planned each time, but nothing left in the session). */
-static PGresult *run_stmt(PGconn *conn, const char *name, int nparams, const char *const *params)
+static PGresult *run_stmt(PGconn *conn, enum sq_stmt s, int nparams, const char *const *params)
 {
-    if (!unnamed)
-        return PQexecPrepared(conn, name, nparams, params, NULL, NULL, 0);
-    for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++)
-        if (strcmp(statements[i].name, name) == 0)
-            return PQexecParams(conn, statements[i].sql, nparams, NULL, params, NULL, NULL, 0);
-    return NULL;
+    if (!unnamed && !statements[s].rare)
+        return PQexecPrepared(conn, statements[s].name, nparams, params, NULL, NULL, 0);
+    return PQexecParams(conn, statements[s].sql, nparams, NULL, params, NULL, NULL, 0);
 }
 
 bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen)
 {
     if (unnamed)
         return true;
-    for (size_t i = 0; i < sizeof statements / sizeof statements[0]; i++) {
-        PGresult *res = PQprepare(conn, statements[i].name, statements[i].sql, 0, NULL);
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-            char msg[512];
-            sq_db_error(conn, res, msg, sizeof msg);
+    for (size_t i = 0; i < SQ_STMT_COUNT; i++) {
+        if (statements[i].rare)
+            continue;
+        char msg[512];
+        PGresult *res = sq_db_check(conn, PQprepare(conn, statements[i].name, statements[i].sql, 0, NULL), msg,
+                                    sizeof msg);
+        if (!res) {
             snprintf(err, errlen, "could not prepare %s: %s", statements[i].name, msg);
-            PQclear(res);
             return false;
         }
         PQclear(res);
@@ -580,136 +614,17 @@ int sq_queue_claim(PGconn *conn, const char *queue, const char *kinds_array, con
                           errlen);
 }
 
-static enum sq_complete run_complete(PGconn *conn, const char *stmt, int nparams, const char *const *params,
-                                     char *err, size_t errlen)
-{
-    PGresult *res = run_stmt(conn, stmt, nparams, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
-        return SQ_COMPLETE_ERROR;
-    }
-    enum sq_complete r = SQ_COMPLETE_FENCED;
-    if (PQntuples(res) == 1) {
-        if (strcmp(stmt, "sq_done") == 0)
-            r = SQ_COMPLETE_DONE;
-        else
-            r = strcmp(PQgetvalue(res, 0, 0), "dead") == 0 ? SQ_COMPLETE_DEAD : SQ_COMPLETE_RETRY;
-    }
-    PQclear(res);
-    return r;
-}
-
-enum sq_complete sq_queue_done(PGconn *conn, int64_t id, int64_t execution_id, char *err, size_t errlen)
-{
-    char a[24], b[24];
-    snprintf(a, sizeof a, "%" PRId64, id);
-    snprintf(b, sizeof b, "%" PRId64, execution_id);
-    const char *params[2] = {a, b};
-    return run_complete(conn, "sq_done", 2, params, err, errlen);
-}
-
-enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, bool permanent, int64_t delay_ms,
-                               const char *error, char *err, size_t errlen)
-{
-    char a[24], b[24], d[24];
-    snprintf(a, sizeof a, "%" PRId64, id);
-    snprintf(b, sizeof b, "%" PRId64, execution_id);
-    snprintf(d, sizeof d, "%" PRId64, delay_ms < 0 ? 0 : delay_ms);
-    const char *params[5] = {a, b, permanent ? "true" : "false", d, error};
-    return run_complete(conn, "sq_fail", 5, params, err, errlen);
-}
-
-int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
-                   const char *worker, int limit, bool limited, const struct sq_outcomes *done,
-                   struct sq_claimed *out, char *applied, char *err, size_t errlen)
-{
-    char lim[16], budget[24];
-    snprintf(lim, sizeof lim, "%d", limit);
-    snprintf(budget, sizeof budget, "%" PRId64, atomic_load(&claim_bytes));
-    int64_t *outcome64 = malloc((done->n ? done->n : 1) * sizeof *outcome64);
-    char *ids = sq_int8_array(done->ids, done->n), *execs = sq_int8_array(done->execs, done->n);
-    char *delays = sq_int8_array(done->delays, done->n);
-    char *errors = sq_text_array((const char *const *)done->errors, done->n);
-    char *outcomes = NULL;
-    int n = -1;
-    if (outcome64) {
-        for (size_t i = 0; i < done->n; i++)
-            outcome64[i] = done->outcomes[i];
-        outcomes = sq_int8_array(outcome64, done->n);
-    }
-    if (!ids || !execs || !delays || !errors || !outcomes) {
-        snprintf(err, errlen, "out of memory");
-        goto out;
-    }
-    const char *params[11] = {queue, kinds_array, leases_array, worker, lim, ids, execs, outcomes, delays, errors,
-                              budget};
-    const char *claim_params[6] = {queue, kinds_array, leases_array, worker, lim, budget};
-    bool claim_only = !limited && done->n == 0; /* sq_claim takes $1-$5 and the budget as $6 */
-    bool claim_one = claim_only && limit == 1; /* sq_claim_one takes $1-$4 */
-    const char *stmt = limited ? "sq_cycle_limited" : claim_one ? "sq_claim_one" : claim_only ? "sq_claim" : "sq_cycle";
-    PGresult *res = run_stmt(conn, stmt, claim_one ? 4 : claim_only ? 6 : 11, claim_only ? claim_params : params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
-        goto out;
-    }
-    for (size_t i = 0; applied && i < done->n; i++)
-        applied[i] = 0;
-    n = 0;
-    int rows = PQntuples(res);
-    for (int r = 0; r < rows; r++) {
-        if (PQgetvalue(res, r, 0)[0] == 'f') {
-            int64_t eid = strtoll(PQgetvalue(res, r, 2), NULL, 10);
-            const char *st = PQgetvalue(res, r, 7);
-            for (size_t i = 0; i < done->n; i++)
-                if (done->execs[i] == eid)
-                    applied[i] = st[0] == 'd' && st[1] == 'o' ? SQ_COMPLETE_DONE
-                                 : st[0] == 'd'               ? SQ_COMPLETE_DEAD
-                                                              : SQ_COMPLETE_RETRY;
-            continue;
-        }
-        if (!read_claimed(res, r, 1, &out[n++])) {
-            n = claimed_oom(out, n, err, errlen);
-            break;
-        }
-    }
-    PQclear(res);
-out:
-    free(outcome64);
-    free(ids);
-    free(execs);
-    free(delays);
-    free(errors);
-    free(outcomes);
-    return n;
-}
-
-int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit, char *err, size_t errlen)
-{
-    char a[24], l[16];
-    snprintf(a, sizeof a, "%" PRId64, age_ms);
-    snprintf(l, sizeof l, "%d", limit);
-    const char *params[3] = {status, a, l};
-    PGresult *res = run_stmt(conn, "sq_retain", 3, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
-        return -2;
-    }
-    int n = atoi(PQgetvalue(res, 0, 0));
-    PQclear(res);
-    return n;
-}
-
-char *sq_text_array(const char *const *v, size_t n)
+/* What sq_text_array() writes for v[0..n), with its NUL: at most. */
+static size_t text_array_size(const char *const *v, size_t n)
 {
     size_t len = 3;
     for (size_t i = 0; i < n; i++)
         len += 2 * strlen(v[i]) + 3;
-    char *s = malloc(len);
-    if (!s)
-        return NULL;
+    return len;
+}
+
+static void text_array_write(char *s, const char *const *v, size_t n)
+{
     size_t o = 0;
     s[o++] = '{';
     for (size_t i = 0; i < n; i++) {
@@ -725,6 +640,194 @@ char *sq_text_array(const char *const *v, size_t n)
     }
     s[o++] = '}';
     s[o] = '\0';
+}
+
+/* The outcome arrays of a statement ($6..$10 of a cycle, $1..$5 of
+ * OUTCOMES_SQL), as PostgreSQL array literals. */
+struct outcome_params {
+    char *ids, *execs, *outcomes, *delays, *errors;
+};
+
+static bool outcome_params(const struct sq_outcomes *done, struct outcome_params *p)
+{
+    int64_t *outcome64 = malloc((done->n ? done->n : 1) * sizeof *outcome64);
+    p->ids = sq_int8_array(done->ids, done->n);
+    p->execs = sq_int8_array(done->execs, done->n);
+    p->delays = sq_int8_array(done->delays, done->n);
+    p->errors = sq_text_array((const char *const *)done->errors, done->n);
+    p->outcomes = NULL;
+    if (outcome64) {
+        for (size_t i = 0; i < done->n; i++)
+            outcome64[i] = done->outcomes[i];
+        p->outcomes = sq_int8_array(outcome64, done->n);
+    }
+    free(outcome64);
+    return p->ids && p->execs && p->delays && p->errors && p->outcomes;
+}
+
+static void outcome_params_free(struct outcome_params *p)
+{
+    free(p->ids);
+    free(p->execs);
+    free(p->delays);
+    free(p->errors);
+    free(p->outcomes);
+}
+
+/* What an outcome became, from the status of its execution row. */
+static enum sq_complete applied_as(const char *st)
+{
+    return st[0] == 'd' && st[1] == 'o' ? SQ_COMPLETE_DONE : st[0] == 'd' ? SQ_COMPLETE_DEAD : SQ_COMPLETE_RETRY;
+}
+
+/* An 'f' row (OUTCOME_ROWS): mark the outcome of its execution applied. */
+static void read_applied(const PGresult *res, int row, const struct sq_outcomes *done, char *applied)
+{
+    int64_t eid = strtoll(PQgetvalue(res, row, 2), NULL, 10);
+    for (size_t i = 0; i < done->n; i++)
+        if (done->execs[i] == eid)
+            applied[i] = (char)applied_as(PQgetvalue(res, row, 7));
+}
+
+int sq_queue_record(PGconn *conn, const struct sq_outcomes *done, char *applied, char *err, size_t errlen)
+{
+    struct outcome_params p;
+    int rc = -1;
+    if (!outcome_params(done, &p)) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    const char *params[5] = {p.ids, p.execs, p.outcomes, p.delays, p.errors};
+    PGresult *res = sq_db_check(conn, run_stmt(conn, SQ_STMT_OUTCOMES, 5, params), err, errlen);
+    if (!res)
+        goto out;
+    for (size_t i = 0; i < done->n; i++)
+        applied[i] = SQ_COMPLETE_FENCED;
+    for (int r = 0; r < PQntuples(res); r++)
+        read_applied(res, r, done, applied);
+    PQclear(res);
+    rc = 0;
+out:
+    outcome_params_free(&p);
+    return rc;
+}
+
+/* The longest error a batch of one carries without an allocation. */
+#define ONE_ERROR_MAX 2048
+
+/*
+ * A single completion: OUTCOMES_SQL with a batch of one, its array
+ * literals written on the stack (no allocation unless the error is long).
+ * outcome: 0 done, 1 retry, 2 fail (skipq_outcome's values).
+ */
+static enum sq_complete record_one(PGconn *conn, int64_t id, int64_t execution_id, int outcome, int64_t delay_ms,
+                                   const char *error, char *err, size_t errlen)
+{
+    char ids[24], execs[24], outcomes[8], delays[24], stack[2 * ONE_ERROR_MAX + 3];
+    snprintf(ids, sizeof ids, "{%" PRId64 "}", id);
+    snprintf(execs, sizeof execs, "{%" PRId64 "}", execution_id);
+    snprintf(outcomes, sizeof outcomes, "{%d}", outcome);
+    snprintf(delays, sizeof delays, "{%" PRId64 "}", delay_ms);
+    const char *one[1] = {error ? error : ""};
+    size_t need = text_array_size(one, 1);
+    char *errors = need <= sizeof stack ? stack : malloc(need);
+    if (!errors) {
+        snprintf(err, errlen, "out of memory");
+        return SQ_COMPLETE_ERROR;
+    }
+    text_array_write(errors, one, 1);
+    const char *params[5] = {ids, execs, outcomes, delays, errors};
+    PGresult *res = sq_db_check(conn, run_stmt(conn, SQ_STMT_OUTCOMES, 5, params), err, errlen);
+    if (errors != stack)
+        free(errors);
+    if (!res)
+        return SQ_COMPLETE_ERROR;
+    enum sq_complete r = PQntuples(res) == 1 ? applied_as(PQgetvalue(res, 0, 7)) : SQ_COMPLETE_FENCED;
+    PQclear(res);
+    return r;
+}
+
+enum sq_complete sq_queue_done(PGconn *conn, int64_t id, int64_t execution_id, char *err, size_t errlen)
+{
+    return record_one(conn, id, execution_id, 0, 0, "", err, errlen);
+}
+
+enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, bool permanent, int64_t delay_ms,
+                               const char *error, char *err, size_t errlen)
+{
+    return record_one(conn, id, execution_id, permanent ? 2 : 1, delay_ms < 0 ? 0 : delay_ms, error, err, errlen);
+}
+
+/* Which cycle statement, and how many of its parameters it takes. */
+static enum sq_stmt cycle_stmt(bool limited, size_t noutcomes, int limit, int *nparams)
+{
+    bool claim_only = !limited && noutcomes == 0; /* sq_claim takes $1-$5 and the budget as $6 */
+    bool claim_one = claim_only && limit == 1;   /* sq_claim_one takes $1-$4 */
+    *nparams = claim_one ? 4 : claim_only ? 6 : 11;
+    return limited ? SQ_STMT_CYCLE_LIMITED : claim_one ? SQ_STMT_CLAIM_ONE : claim_only ? SQ_STMT_CLAIM : SQ_STMT_CYCLE;
+}
+
+int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
+                   const char *worker, int limit, bool limited, const struct sq_outcomes *done,
+                   struct sq_claimed *out, char *applied, char *err, size_t errlen)
+{
+    char lim[16], budget[24];
+    snprintf(lim, sizeof lim, "%d", limit);
+    snprintf(budget, sizeof budget, "%" PRId64, atomic_load(&claim_bytes));
+    struct outcome_params p;
+    int n = -1;
+    if (!outcome_params(done, &p)) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    const char *params[11] = {queue, kinds_array, leases_array, worker, lim, p.ids, p.execs, p.outcomes, p.delays,
+                              p.errors, budget};
+    const char *claim_params[6] = {queue, kinds_array, leases_array, worker, lim, budget};
+    int nparams;
+    enum sq_stmt stmt = cycle_stmt(limited, done->n, limit, &nparams);
+    PGresult *res = sq_db_check(conn, run_stmt(conn, stmt, nparams, nparams == 11 ? params : claim_params), err,
+                                errlen);
+    if (!res)
+        goto out;
+    for (size_t i = 0; applied && i < done->n; i++)
+        applied[i] = SQ_COMPLETE_FENCED;
+    n = 0;
+    int rows = PQntuples(res);
+    for (int r = 0; r < rows; r++) {
+        if (PQgetvalue(res, r, 0)[0] == 'f') {
+            read_applied(res, r, done, applied);
+            continue;
+        }
+        if (!read_claimed(res, r, 1, &out[n++])) {
+            n = claimed_oom(out, n, err, errlen);
+            break;
+        }
+    }
+    PQclear(res);
+out:
+    outcome_params_free(&p);
+    return n;
+}
+
+int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit, char *err, size_t errlen)
+{
+    char a[24], l[16];
+    snprintf(a, sizeof a, "%" PRId64, age_ms);
+    snprintf(l, sizeof l, "%d", limit);
+    const char *params[3] = {status, a, l};
+    PGresult *res = sq_db_check(conn, run_stmt(conn, SQ_STMT_RETAIN, 3, params), err, errlen);
+    if (!res)
+        return -2;
+    int n = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return n;
+}
+
+char *sq_text_array(const char *const *v, size_t n)
+{
+    char *s = malloc(text_array_size(v, n));
+    if (s)
+        text_array_write(s, v, n);
     return s;
 }
 
@@ -738,12 +841,9 @@ int sq_queue_heartbeat(PGconn *conn, const int64_t *ids, const int64_t *execs, c
         goto out;
     }
     const char *params[3] = {a, b, c};
-    PGresult *res = run_stmt(conn, "sq_heartbeat", 3, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_check(conn, run_stmt(conn, SQ_STMT_HEARTBEAT, 3, params), err, errlen);
+    if (!res)
         goto out;
-    }
     for (size_t i = 0; i < n; i++)
         state[i] = SQ_LEASE_LOST;
     count = 0;
@@ -769,15 +869,12 @@ out:
     return count;
 }
 
-static int exec_count(PGconn *conn, const char *stmt, int nparams, const char *const *params, char *err,
+static int exec_count(PGconn *conn, enum sq_stmt stmt, int nparams, const char *const *params, char *err,
                       size_t errlen)
 {
-    PGresult *res = run_stmt(conn, stmt, nparams, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_check(conn, run_stmt(conn, stmt, nparams, params), err, errlen);
+    if (!res)
         return -1;
-    }
     int n = PQntuples(res);
     PQclear(res);
     return n;
@@ -794,12 +891,9 @@ int sq_queue_reap_kinds(PGconn *conn, int limit, void (*each)(void *arg, const c
     char lim[16];
     snprintf(lim, sizeof lim, "%d", limit);
     const char *params[1] = {lim};
-    PGresult *res = run_stmt(conn, "sq_reap", 1, params);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
+    PGresult *res = sq_db_check(conn, run_stmt(conn, SQ_STMT_REAP, 1, params), err, errlen);
+    if (!res)
         return -1;
-    }
     int n = PQntuples(res);
     for (int i = 0; each && i < n; i++)
         each(arg, PQgetvalue(res, i, 0));
@@ -815,7 +909,7 @@ int sq_queue_recover(PGconn *conn, const char *worker, const int64_t *held, size
         return -1;
     }
     const char *params[2] = {worker, a};
-    int count = exec_count(conn, "sq_recover", 2, params, err, errlen);
+    int count = exec_count(conn, SQ_STMT_RECOVER, 2, params, err, errlen);
     free(a);
     return count;
 }
@@ -826,11 +920,56 @@ int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, siz
     int count = -1;
     if (a && b) {
         const char *params[2] = {a, b};
-        count = exec_count(conn, "sq_release", 2, params, err, errlen);
+        count = exec_count(conn, SQ_STMT_RELEASE, 2, params, err, errlen);
     } else {
         snprintf(err, errlen, "out of memory");
     }
     free(a);
     free(b);
     return count;
+}
+
+/* An execution's status (as text into st), or false when it cannot be read. */
+static bool execution_status(PGconn *conn, int64_t execution_id, char *st, size_t stlen)
+{
+    char b[24];
+    snprintf(b, sizeof b, "%" PRId64, execution_id);
+    const char *params[1] = {b};
+    PGresult *res = run_stmt(conn, SQ_STMT_EXECUTION_STATUS, 1, params);
+    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    if (ok)
+        snprintf(st, stlen, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return ok;
+}
+
+enum sq_complete sq_queue_recorded(PGconn *conn, int64_t execution_id)
+{
+    char st[16];
+    if (!execution_status(conn, execution_id, st, sizeof st))
+        return SQ_COMPLETE_FENCED;
+    return strcmp(st, "done") == 0    ? SQ_COMPLETE_DONE
+           : strcmp(st, "retry") == 0 ? SQ_COMPLETE_RETRY
+           : strcmp(st, "dead") == 0  ? SQ_COMPLETE_DEAD
+                                      : SQ_COMPLETE_FENCED;
+}
+
+bool sq_queue_cancelled(PGconn *conn, int64_t execution_id)
+{
+    char st[16];
+    if (!conn || PQstatus(conn) != CONNECTION_OK)
+        return false;
+    return execution_status(conn, execution_id, st, sizeof st) && strcmp(st, "cancelled") == 0;
+}
+
+bool sq_queue_committed_done(PGconn *conn, int64_t id, int64_t execution_id)
+{
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%" PRId64, id);
+    snprintf(b, sizeof b, "%" PRId64, execution_id);
+    const char *params[2] = {a, b};
+    PGresult *res = run_stmt(conn, SQ_STMT_COMMITTED_DONE, 2, params);
+    bool done = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    PQclear(res);
+    return done;
 }

@@ -1,4 +1,4 @@
-/* queue.h -- the SQL of the job protocol: claim, complete, heartbeat, reap. */
+/* queue.h -- the job protocol: every statement a worker, the heartbeat or shutdown sends. */
 #ifndef SQ_QUEUE_H
 #define SQ_QUEUE_H
 
@@ -52,11 +52,8 @@ enum sq_complete {
     SQ_COMPLETE_DEAD = 3
 };
 
-enum sq_complete sq_queue_done(PGconn *conn, int64_t id, int64_t execution_id, char *err, size_t errlen);
-enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, bool permanent, int64_t delay_ms,
-                               const char *error, char *err, size_t errlen);
-
-/* Outcomes of finished jobs, recorded in bulk by sq_queue_cycle(). */
+/* Outcomes of finished jobs, recorded in bulk by sq_queue_cycle() or
+ * sq_queue_record(). */
 struct sq_outcomes {
     int64_t *ids;
     int64_t *execs;
@@ -65,6 +62,36 @@ struct sq_outcomes {
     char **errors;    /* "" for none */
     size_t n;
 };
+
+/*
+ * Record outcomes, fenced per job, and claim nothing: the one outcome
+ * statement. applied[i] receives the sq_complete of done[i]. Returns 0, or
+ * -1 on error (nothing was recorded). Shutdown records the outcomes of
+ * handlers that had returned with it.
+ */
+int sq_queue_record(PGconn *conn, const struct sq_outcomes *done, char *applied, char *err, size_t errlen);
+
+/* A single completion: sq_queue_record() of a batch of one (inside a
+ * handler's transaction too: the done marker commits with its writes). */
+enum sq_complete sq_queue_done(PGconn *conn, int64_t id, int64_t execution_id, char *err, size_t errlen);
+enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, bool permanent, int64_t delay_ms,
+                               const char *error, char *err, size_t errlen);
+
+/*
+ * Fencing read-backs, for the rare paths that need them.
+ * sq_queue_recorded: an outcome changed nothing, on a retry of a statement
+ * whose reply was lost: did the first try commit it? Only the worker that
+ * holds an execution marks it done, retry or dead (the sweep writes lost,
+ * shutdown interrupted), so its status says: DONE, RETRY or DEAD if it
+ * did, FENCED if not (or when it cannot be read).
+ * sq_queue_cancelled: a fenced execution was cancelled by an operator
+ * (rather than taken over). False on a broken connection.
+ * sq_queue_committed_done: after the connection died during COMMIT of a
+ * handler's transaction: is this execution its job's done one?
+ */
+enum sq_complete sq_queue_recorded(PGconn *conn, int64_t execution_id);
+bool sq_queue_cancelled(PGconn *conn, int64_t execution_id);
+bool sq_queue_committed_done(PGconn *conn, int64_t id, int64_t execution_id);
 
 /*
  * One round trip: record `done` (fenced per job) and claim up to `limit`

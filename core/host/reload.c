@@ -4,7 +4,7 @@
  * Which keys change live is a column of the option table (SQ_OPT_LIVE in
  * common/options.c), the same column the configuration reference lists.
  * Those are what threads read per job or per wait, kept in atomics (the
- * log threshold, host->poll_ms, the claim budget, the per-kind table), so
+ * log threshold, the host's poll interval, the claim budget, the per-kind table), so
  * worker threads see the new values on their next read with no lock and no
  * race; live[] below says where each one goes. Every other key is baked into
  * connections, threads, loaded plugins, the claim's lease array or the
@@ -31,9 +31,10 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/options.h"
-#include "host/host.h"
+#include "host/kinds.h"
 #include "host/notify.h"
 #include "host/queue.h"
+#include "host/state.h"
 
 struct tally {
     int applied, restart;
@@ -124,15 +125,15 @@ static void diff_restart(struct tally *t, const struct sq_config *o, const struc
  * Each live value is reached through one function: it returns the value
  * the host runs with and, given one, stores the new value.
  */
-typedef int64_t cell_fn(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store);
+typedef int64_t cell_fn(struct sq_host *h, struct sq_kind *k, const int64_t *store);
 
-static int64_t poll_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+static int64_t poll_cell(struct sq_host *h, struct sq_kind *k, const int64_t *store)
 {
     (void)k;
-    return store ? atomic_exchange(&h->poll_ms, *store) : atomic_load(&h->poll_ms);
+    return store ? atomic_exchange(sq_host_poll_ms(h), *store) : atomic_load(sq_host_poll_ms(h));
 }
 
-static int64_t claim_bytes_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+static int64_t claim_bytes_cell(struct sq_host *h, struct sq_kind *k, const int64_t *store)
 {
     (void)h, (void)k;
     int64_t old = sq_queue_claim_bytes();
@@ -142,31 +143,31 @@ static int64_t claim_bytes_cell(struct sq_host *h, struct sq_kind_rt *k, const i
 }
 
 /* Stored by sq_host_reload, last, so its lines are not lost to a quieter level. */
-static int64_t log_level_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+static int64_t log_level_cell(struct sq_host *h, struct sq_kind *k, const int64_t *store)
 {
     (void)h, (void)k, (void)store;
     return atomic_load(&sq_log_threshold);
 }
 
-static int64_t max_attempts_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+static int64_t max_attempts_cell(struct sq_host *h, struct sq_kind *k, const int64_t *store)
 {
     (void)h;
     return store ? atomic_exchange(&k->max_attempts, (int)*store) : atomic_load(&k->max_attempts);
 }
 
-static int64_t backoff_base_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+static int64_t backoff_base_cell(struct sq_host *h, struct sq_kind *k, const int64_t *store)
 {
     (void)h;
     return store ? atomic_exchange(&k->backoff_base_ms, *store) : atomic_load(&k->backoff_base_ms);
 }
 
-static int64_t backoff_cap_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+static int64_t backoff_cap_cell(struct sq_host *h, struct sq_kind *k, const int64_t *store)
 {
     (void)h;
     return store ? atomic_exchange(&k->backoff_cap_ms, *store) : atomic_load(&k->backoff_cap_ms);
 }
 
-static int64_t timeout_cell(struct sq_host *h, struct sq_kind_rt *k, const int64_t *store)
+static int64_t timeout_cell(struct sq_host *h, struct sq_kind *k, const int64_t *store)
 {
     (void)h;
     return store ? atomic_exchange(&k->timeout_ms, *store) : atomic_load(&k->timeout_ms);
@@ -206,7 +207,7 @@ static void show(const struct live *l, const struct sq_option *o, int64_t v, cha
 }
 
 /* One live value: log and store it if it changed. */
-static void apply(struct tally *t, struct sq_host *h, struct sq_kind_rt *k, const struct live *l, const void *obj)
+static void apply(struct tally *t, struct sq_host *h, struct sq_kind *k, const struct live *l, const void *obj)
 {
     char what[200], was[64], now[64];
     const struct sq_option *o = sq_option_find(l->section, l->key);
@@ -232,9 +233,12 @@ static void apply_live(struct tally *t, struct sq_host *h, const struct sq_confi
         }
         if (i > 0 && live[i - 1].section == SQ_SECT_KIND)
             continue; /* the kinds' rows went together, kind by kind */
-        for (size_t k = 0; k < h->nkinds; k++)
+        struct sq_kinds *ks = sq_host_kinds(h);
+        for (size_t k = 0; k < sq_kinds_count(ks); k++) {
+            struct sq_kind *kind = sq_kinds_at(ks, k);
             for (size_t j = i; j < NLIVE && live[j].section == SQ_SECT_KIND; j++)
-                apply(t, h, &h->kinds[k], &live[j], sq_config_kind_policy(n, h->kinds[k].name));
+                apply(t, h, kind, &live[j], sq_config_kind_policy(n, kind->name));
+        }
     }
 }
 
@@ -258,7 +262,7 @@ const char *sq_reload_check(void)
 void sq_host_reload(struct sq_host *h)
 {
     char err[1024];
-    const struct sq_config *o = h->cfg;
+    const struct sq_config *o = sq_host_config(h);
     log_info("SIGHUP received: reloading %s", o->path);
     struct sq_config *n = sq_config_load(o->path, err, sizeof err);
     if (!n) {
@@ -271,7 +275,7 @@ void sq_host_reload(struct sq_host *h)
     apply_live(&t, h, n);
     log_info("SIGHUP: configuration reloaded: %d change(s) applied, %d need a restart", t.applied, t.restart);
     sq_log_set_level(n->log_level); /* last, so the lines above are not lost to a quieter level */
-    sq_notify_status("running: %d worker thread(s); reloaded, %d change(s) applied, %d need a restart", h->nworkers,
-                     t.applied, t.restart);
+    sq_notify_status("running: %d worker thread(s); reloaded, %d change(s) applied, %d need a restart",
+                     sq_host_nworkers(h), t.applied, t.restart);
     sq_config_free(n);
 }

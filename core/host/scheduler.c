@@ -33,10 +33,10 @@
 
 #include "common/config.h"
 #include "common/cron.h"
-#include "host/host.h"
 #include "common/log.h"
-#include "host/queue.h"
 #include "common/util.h"
+#include "host/queue.h"
+#include "host/state.h"
 
 #define CRON_MAX_TICKS 1000   /* most ticks one round enqueues for a schedule (catch_up = all) */
 #define CRON_SCAN_DAYS 400    /* latest/none look back at most this far for the last tick */
@@ -143,18 +143,6 @@ static const char AGING_ROW_SQL[] =
     "INSERT INTO skipq.housekeeping (task) VALUES ('aging/' OPERATOR(pg_catalog.||) $1::pg_catalog.text)"
     " ON CONFLICT (task) DO NOTHING";
 
-static PGresult *exec(PGconn *conn, const char *sql, int n, const char *const *params, char *err, size_t errlen)
-{
-    PGresult *res = PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
-    ExecStatusType st = PQresultStatus(res);
-    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-        sq_db_error(conn, res, err, errlen);
-        PQclear(res);
-        return NULL;
-    }
-    return res;
-}
-
 /* ---- start ---------------------------------------------------------------------- */
 
 static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct sq_cron_conf *k, char *err,
@@ -162,7 +150,7 @@ static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct s
 {
     char why[512];
     const char *p1[1] = {k->payload};
-    PGresult *res = exec(conn, "SELECT pg_catalog.jsonb_typeof($1::pg_catalog.jsonb)", 1, p1, why, sizeof why);
+    PGresult *res = sq_db_query(conn, "SELECT pg_catalog.jsonb_typeof($1::pg_catalog.jsonb)", 1, p1, why, sizeof why);
     if (!res || strcmp(PQgetvalue(res, 0, 0), "object") != 0) {
         *bad_config = true;
         snprintf(err, errlen, "%s:%d: [cron %s] payload: %s", cfg->path, k->line, k->name,
@@ -172,7 +160,7 @@ static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct s
     }
     PQclear(res);
     const char *p2[1] = {k->timezone};
-    res = exec(conn, "SELECT pg_catalog.now() AT TIME ZONE $1", 1, p2, why, sizeof why);
+    res = sq_db_query(conn, "SELECT pg_catalog.now() AT TIME ZONE $1", 1, p2, why, sizeof why);
     if (!res) {
         *bad_config = true;
         snprintf(err, errlen, "%s:%d: [cron %s] timezone: %s", cfg->path, k->line, k->name, why);
@@ -180,7 +168,7 @@ static bool check_cron(PGconn *conn, const struct sq_config *cfg, const struct s
     }
     PQclear(res);
     const char *p3[3] = {k->name, k->schedule, k->timezone};
-    res = exec(conn, CRON_REGISTER_SQL, 3, p3, why, sizeof why);
+    res = sq_db_query(conn, CRON_REGISTER_SQL, 3, p3, why, sizeof why);
     if (!res) {
         snprintf(err, errlen, "cannot register [cron %s]: %s", k->name, why);
         return false;
@@ -201,7 +189,7 @@ static bool register_limits(PGconn *conn, const struct sq_config *cfg, char *err
         const char *params[4] = {k->name, k->max_running ? mr : NULL, k->rate ? rt : NULL,
                                  k->rate ? k->rate_unit : NULL};
         char why[512];
-        PGresult *res = exec(conn, LIMIT_REGISTER_SQL, 4, params, why, sizeof why);
+        PGresult *res = sq_db_query(conn, LIMIT_REGISTER_SQL, 4, params, why, sizeof why);
         if (!res) {
             snprintf(err, errlen, "cannot register the limits of [kind %s]: %s", k->name, why);
             return false;
@@ -217,17 +205,18 @@ static bool register_limits(PGconn *conn, const struct sq_config *cfg, char *err
 /* Flag the groups that serve a kind with a row in skipq.kind_limits. */
 static bool refresh_limits(struct sq_host *h, PGconn *conn, char *err, size_t errlen)
 {
-    PGresult *res = exec(conn, "SELECT kind FROM skipq.kind_limits", 0, NULL, err, errlen);
+    PGresult *res = sq_db_query(conn, "SELECT kind FROM skipq.kind_limits", 0, NULL, err, errlen);
     if (!res)
         return false;
-    for (size_t g = 0; g < h->ngroups; g++) {
-        struct sq_group *grp = &h->groups[g];
+    for (size_t g = 0; g < sq_host_ngroups(h); g++) {
+        const char *const *kinds;
+        size_t nk = sq_host_group_kinds(h, g, &kinds);
         bool limited = false;
         for (int r = 0; r < PQntuples(res) && !limited; r++)
-            for (size_t k = 0; k < grp->nkinds && !limited; k++)
-                limited = strcmp(grp->kinds[k], PQgetvalue(res, r, 0)) == 0;
-        if (atomic_exchange(&grp->limited, limited) != limited)
-            log_info("queue \"%s\": %s", grp->queue,
+            for (size_t k = 0; k < nk && !limited; k++)
+                limited = strcmp(kinds[k], PQgetvalue(res, r, 0)) == 0;
+        if (sq_host_group_set_limited(h, g, limited) != limited)
+            log_info("queue \"%s\": %s", sq_host_group_queue(h, g),
                      limited ? "serves a kind with limits; claiming through the limit check"
                              : "no kind with limits any more; plain claims");
     }
@@ -237,14 +226,15 @@ static bool refresh_limits(struct sq_host *h, PGconn *conn, char *err, size_t er
 
 bool sq_sched_start(struct sq_host *h, char *err, size_t errlen, bool *bad_config)
 {
+    const struct sq_config *cfg = sq_host_config(h);
     *bad_config = false;
-    PGconn *conn = sq_db_connect(&h->params, err, errlen);
+    PGconn *conn = sq_db_connect(sq_host_dbparams(h), err, errlen);
     if (!conn)
         return false;
     bool ok = true;
-    for (size_t i = 0; ok && i < h->cfg->ncrons; i++)
-        ok = check_cron(conn, h->cfg, &h->cfg->crons[i], err, errlen, bad_config);
-    ok = ok && register_limits(conn, h->cfg, err, errlen) && refresh_limits(h, conn, err, errlen);
+    for (size_t i = 0; ok && i < cfg->ncrons; i++)
+        ok = check_cron(conn, cfg, &cfg->crons[i], err, errlen, bad_config);
+    ok = ok && register_limits(conn, cfg, err, errlen) && refresh_limits(h, conn, err, errlen);
     PQfinish(conn);
     return ok;
 }
@@ -290,7 +280,7 @@ static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_con
 {
     char err[512];
     const char *rp[2] = {k->name, k->timezone};
-    PGresult *res = exec(conn, CRON_READ_SQL, 2, rp, err, sizeof err);
+    PGresult *res = sq_db_query(conn, CRON_READ_SQL, 2, rp, err, sizeof err);
     if (!res || PQntuples(res) != 1) {
         log_warn("cron %s: cannot read its state: %s", k->name, res ? "the row is gone (restart to register it)" : err);
         PQclear(res);
@@ -320,12 +310,13 @@ static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_con
     char prio[16], att[16], window[24];
     snprintf(prio, sizeof prio, "%d", k->priority);
     snprintf(att, sizeof att, "%d", k->max_attempts);
-    int64_t w = 2 * h->cfg->heartbeat_ms > CRON_NONE_WINDOW_MS ? 2 * h->cfg->heartbeat_ms : CRON_NONE_WINDOW_MS;
+    int64_t hb = sq_host_config(h)->heartbeat_ms;
+    int64_t w = 2 * hb > CRON_NONE_WINDOW_MS ? 2 * hb : CRON_NONE_WINDOW_MS;
     snprintf(window, sizeof window, "%" PRId64, w);
     static const char *const policy[] = {"latest", "all", "none"};
     const char *params[11] = {prev, k->timezone, arr, k->name, k->queue, k->kind, k->payload, prio, att,
                               policy[k->catch_up], window};
-    res = arr ? exec(conn, CRON_FIRE_SQL, 11, params, err, sizeof err) : NULL;
+    res = arr ? sq_db_query(conn, CRON_FIRE_SQL, 11, params, err, sizeof err) : NULL;
     if (!res)
         log_warn("cron %s: cannot enqueue its due tick(s): %s", k->name, arr ? err : "out of memory");
     else if (atoi(PQgetvalue(res, 0, 0)) == 1)
@@ -340,8 +331,9 @@ static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_con
  * second has passed. */
 static void aging_round(struct sq_host *h, PGconn *conn)
 {
-    for (size_t i = 0; i < h->cfg->ngroups; i++) {
-        const struct sq_group_conf *g = &h->cfg->groups[i];
+    const struct sq_config *cfg = sq_host_config(h);
+    for (size_t i = 0; i < cfg->ngroups; i++) {
+        const struct sq_group_conf *g = &cfg->groups[i];
         if (!g->aging_ms)
             continue;
         char step[24], cap[16], batch[16], err[512];
@@ -351,14 +343,14 @@ static void aging_round(struct sq_host *h, PGconn *conn)
         const char *params[4] = {g->queue, step, cap, batch};
         int64_t end = sq_now_ms() + 1000;
         long n, total = 0;
-        PGresult *row = exec(conn, AGING_ROW_SQL, 1, params, err, sizeof err);
+        PGresult *row = sq_db_query(conn, AGING_ROW_SQL, 1, params, err, sizeof err);
         if (!row) {
             log_warn("queue \"%s\": priority aging failed: %s", g->queue, err);
             continue;
         }
         PQclear(row);
         do {
-            PGresult *res = exec(conn, AGING_SQL, 4, params, err, sizeof err);
+            PGresult *res = sq_db_query(conn, AGING_SQL, 4, params, err, sizeof err);
             if (!res) {
                 log_warn("queue \"%s\": priority aging failed: %s", g->queue, err);
                 break;
@@ -383,8 +375,8 @@ void sq_deps_round(struct sq_host *h, PGconn *conn)
     int64_t end = sq_now_ms() + 1000;
     long n, total = 0;
     do {
-        PGresult *res = exec(conn, "SELECT skipq.settle_dependencies($1::pg_catalog.int4)", 1, params, err,
-                             sizeof err);
+        PGresult *res =
+            sq_db_query(conn, "SELECT skipq.settle_dependencies($1::pg_catalog.int4)", 1, params, err, sizeof err);
         if (!res) {
             log_warn("dependencies: cannot settle newly enqueued children: %s", err);
             return;
@@ -402,13 +394,14 @@ void sq_sched_round(struct sq_host *h, PGconn *conn)
     char err[512];
     if (!refresh_limits(h, conn, err, sizeof err))
         log_warn("cannot read the kind limits: %s", err);
-    if (h->cfg->ncrons) {
+    const struct sq_config *cfg = sq_host_config(h);
+    if (cfg->ncrons) {
         struct sq_civil *ticks = calloc(CRON_MAX_TICKS, sizeof *ticks);
-        for (size_t i = 0; ticks && i < h->cfg->ncrons; i++)
-            cron_round(h, conn, &h->cfg->crons[i], ticks);
+        for (size_t i = 0; ticks && i < cfg->ncrons; i++)
+            cron_round(h, conn, &cfg->crons[i], ticks);
         free(ticks);
     }
     aging_round(h, conn);
-    atomic_store(&h->deps_wake, false);
+    sq_host_take_deps(h);
     sq_deps_round(h, conn);
 }

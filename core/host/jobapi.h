@@ -1,0 +1,32 @@
+/* jobapi.h -- the job half of the plugin host API: the services a handler calls about its job. */
+#ifndef SQ_JOBAPI_H
+#define SQ_JOBAPI_H
+
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "skipq/plugin.h"
+
+struct sq_slot;
+
+/* A job attempt as the host tracks it while the handler runs. */
+struct sq_job_ctx {
+    skipq_job pub; /* first: handlers hold &pub */
+    struct sq_slot *slot;
+    PGconn *conn;   /* the worker's connection (may break) */
+    char error[SKIPQ_ERROR_SIZE];
+    int64_t retry_ms; /* -1: the kind's backoff */
+    bool in_txn;      /* the handler asked for the connection */
+    bool conn_broken; /* BEGIN failed: reconnect after the handler */
+};
+
+/* Behind sq_host_api's job_* entries (plugin.c). */
+void sq_job_verror(skipq_job *job, const char *fmt, va_list ap);
+void sq_job_retry_in(skipq_job *job, int64_t delay_ms);
+struct pg_conn *sq_job_conn(skipq_job *job);
+int sq_job_should_stop(const skipq_job *job);
+void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap);
+
+#endif

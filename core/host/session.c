@@ -1,0 +1,113 @@
+/*
+ * session.c -- a database session as skipq's threads use it.
+ *
+ * Each worker thread, and the heartbeat thread, owns one session for its
+ * whole life, re-made after a loss. A session is made with skipq's
+ * settings and the protocol's statements prepared (queue.c); a worker that
+ * loses its session reconnects with capped backoff, logs the outage once
+ * and the recovery once, prepares its statements again, and never ends for
+ * it.
+ *
+ * With [database] pooler = transaction a session holds no state between
+ * statements (no settings, no prepared statements), so any statement may
+ * run on any server session the pooler lends.
+ */
+#include "host/session.h"
+
+#include <stdatomic.h>
+#include <time.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "host/queue.h"
+#include "host/state.h"
+#include "host/wake.h"
+
+#define RECONNECT_MIN_MS 100
+
+static void notice_to_log(void *arg, const char *message)
+{
+    (void)arg;
+    log_debug("server notice: %s", message);
+}
+
+PGconn *sq_session_open(struct sq_host *h, char *err, size_t errlen)
+{
+    PGconn *conn = sq_db_connect(&h->params, err, errlen);
+    if (!conn)
+        return NULL;
+    PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    /* Whatever the role's default, skipq's transactions are READ COMMITTED:
+     * SKIP LOCKED claims under REPEATABLE READ fail with 40001. */
+    /* synchronous_commit = off (opt-in): a commit lost in a server crash
+     * only means a job runs again, which at-least-once allows. */
+    /* enable_seqscan = off: a prepared statement's generic plan is made
+     * once, with the table sizes of that moment. Made on an empty queue it
+     * read jobs by sequential scan, and when a burst then filled the table
+     * each cycle scanned all of it (0.7 s per cycle at 300,000 rows, where
+     * 25 ms is normal). Every statement skipq runs here has an index for
+     * what it looks up; a handler's transaction (sq_job_conn) sets the
+     * server's default back for itself. jit = off with it: a plan that
+     * must still scan a one-row table sequentially costs over the JIT
+     * threshold with the scan disabled, and compiling it took 170 ms per
+     * statement. Short statements never gain from JIT anyway. */
+    /* Behind a pooler in transaction mode no setting would stay with us:
+     * host.c checks the isolation default at start-up instead, the config
+     * refuses synchronous_commit = off there, and unnamed statements are
+     * planned for the table as it is at each execution. */
+    bool session = !h->cfg->pooled;
+    if ((session && !sq_db_exec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                                err, errlen)) ||
+        (session && !sq_db_exec(conn, "SET enable_seqscan = off; SET jit = off", err, errlen)) ||
+        (session && !h->cfg->synchronous_commit && !sq_db_exec(conn, "SET synchronous_commit = off", err, errlen)) ||
+        !sq_queue_prepare(conn, err, errlen)) {
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+void sq_session_mark(struct sq_worker *w, bool up)
+{
+    int64_t now = sq_now_ms();
+    atomic_store(&w->beat, now);
+    atomic_store(&w->connected, up);
+    if (up)
+        atomic_store(&w->down_since, 0);
+    else if (atomic_load(&w->down_since) == 0)
+        atomic_store(&w->down_since, now);
+}
+
+PGconn *sq_session_reconnect(struct sq_worker *w, bool until_stop)
+{
+    struct sq_host *h = w->host;
+    const char *who = w->name;
+    int64_t delay = RECONNECT_MIN_MS;
+    bool reported = false;
+    char err[512];
+    for (;;) {
+        sq_session_mark(w, false);
+        PGconn *conn = sq_session_open(h, err, sizeof err);
+        if (conn) {
+            sq_session_mark(w, true);
+            if (reported)
+                log_info("%s: connected to the database again", who);
+            return conn;
+        }
+        if (!reported)
+            log_warn("%s: cannot reach the database, retrying with backoff up to %ds: %s", who,
+                     SQ_RECONNECT_MAX_MS / 1000, err);
+        else
+            log_debug("%s: still cannot reach the database: %s", who, err);
+        reported = true;
+        if (until_stop && atomic_load(&h->stopping))
+            return NULL;
+        struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
+        if (until_stop)
+            sq_host_wait(h, NULL, 0, delay);
+        else
+            nanosleep(&ts, NULL);
+        delay = delay * 2 > SQ_RECONNECT_MAX_MS ? SQ_RECONNECT_MAX_MS : delay * 2;
+    }
+}

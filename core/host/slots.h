@@ -1,0 +1,54 @@
+/* slots.h -- the jobs a host holds: taken at claim, kept until their outcome is recorded. */
+#ifndef SQ_SLOTS_H
+#define SQ_SLOTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sq_claimed;
+struct sq_host;
+struct sq_outcomes;
+struct sq_slot;
+struct sq_worker;
+
+/* ---- a worker's own slots (k: the job's place in its batch) ---- */
+
+/* Occupy slot k with a claimed job (its timeout starts when it runs). */
+void sq_slot_take(struct sq_worker *w, int k, const struct sq_claimed *c, int64_t lease_ms);
+void sq_slot_start_timeout(struct sq_worker *w, int k, int64_t timeout_ms);
+/* The handler returned: from now on no timeout applies. Returns whether
+ * the timeout had already passed. */
+bool sq_slot_returned(struct sq_worker *w, int k);
+/* The outcome waits for the next cycle; shutdown may record it if the
+ * thread is still busy with the rest of its batch when the grace period
+ * ends. `error` is borrowed until the slot is cleared. */
+void sq_slot_finish(struct sq_worker *w, int k, short outcome, int64_t delay_ms, const char *error);
+void sq_slot_clear(struct sq_worker *w, int k);
+void sq_slots_clear(struct sq_worker *w);
+
+/* ---- every slot of the host ---- */
+
+/* How many jobs the host can hold at once, plus one. */
+size_t sq_slots_capacity(const struct sq_host *h);
+
+/* The leases a heartbeat renews (arrays of sq_slots_capacity()). */
+struct sq_leases {
+    int64_t *ids, *execs, *leases;
+    struct sq_slot **slot;
+    char *state; /* enum sq_lease_state, from sq_queue_heartbeat() */
+    size_t n;
+};
+/* The leases to renew now; a job past its kind's timeout is asked to stop
+ * and left out. */
+void sq_slots_snapshot(struct sq_host *h, struct sq_leases *s);
+/* Apply a heartbeat's result (ok: the statement ran; sent_at: monotonic ms
+ * it was sent): renew deadlines, raise should-stop on loss or expiry. */
+void sq_slots_renewed(struct sq_host *h, const struct sq_leases *s, bool ok, int64_t sent_at);
+
+/* Shutdown: ask every handler to stop; the jobs still running go to
+ * ids/execs (n of them), those whose handlers returned to `done`. False:
+ * out of memory. */
+bool sq_slots_stop_all(struct sq_host *h, int64_t *ids, int64_t *execs, size_t *n, struct sq_outcomes *done);
+
+#endif

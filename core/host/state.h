@@ -1,0 +1,166 @@
+/*
+ * state.h -- what the threads of `skipq run` share: the host, its thread
+ * groups, its workers and the slots of the jobs they hold.
+ *
+ * The runtime's own files (host.c, worker.c, heartbeat.c, complete.c,
+ * slots.c, session.c, wake.c) read and write these fields under the rules
+ * noted beside them; the services around the runtime (metrics, the host
+ * registry, the scheduler, the listener, reload) go through the accessors
+ * of state.c.
+ */
+#ifndef SQ_STATE_H
+#define SQ_STATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/db.h"
+
+struct sq_config;
+struct sq_plugins;
+struct sq_host;
+struct sq_metrics;
+struct sq_kinds;
+
+/* Longest wait between two reconnection attempts of a worker. */
+#define SQ_RECONNECT_MAX_MS 10000
+
+#define SQ_DUE_MAX 64 /* due times remembered per group */
+
+/* One thread group: a queue and the kinds its threads claim. */
+struct sq_group {
+    const char *queue;
+    const char **kinds; /* kinds with a handler, served by this group */
+    size_t nkinds;
+    char *kinds_array;  /* the same as a PostgreSQL text[] literal */
+    char *leases_array; /* lease per kind (ms), int8[] literal */
+    int threads;
+    int batch;          /* most jobs one thread claims at once */
+    pthread_cond_t wake; /* idle threads of this group wait here (host->lock) */
+    atomic_ulong wake_gen; /* bumped by every wake, so one that lands while a
+                              thread is claiming is not lost */
+    atomic_bool limited;   /* serves a kind in skipq.kind_limits: claim through
+                              the limit check (scheduler.c keeps it current) */
+    /* Monotonic ms at which jobs of this queue that the host knows of fall
+     * due (its own retries, delayed jobs announced by NOTIFY), soonest
+     * first; guarded by host->lock. An idle thread wakes for the first one
+     * instead of at its next poll. Beyond SQ_DUE_MAX the latest are dropped
+     * and left to the poll. */
+    int64_t due[SQ_DUE_MAX];
+    int ndue;
+};
+
+/*
+ * A job a worker holds: claimed, running, or finished with its outcome not
+ * yet recorded. The heartbeat renews the leases of every occupied slot.
+ * Fields are guarded by host->slots_lock, except `stop`.
+ */
+struct sq_slot {
+    int64_t job_id; /* 0: free */
+    int64_t execution_id;
+    int64_t lease_ms;
+    int64_t lease_deadline; /* monotonic ms: past it, assume the lease is lost */
+    int64_t timeout_at;     /* monotonic ms of the kind's timeout; 0: none */
+    bool timed_out;         /* past timeout_at: lease no longer renewed */
+    bool returned;          /* handler returned: no timeout applies any more */
+    bool finished;          /* outcome below waits for the next cycle */
+    short outcome;          /* skipq_outcome, when finished */
+    int64_t delay_ms;       /* retry delay, when finished */
+    const char *error;      /* owned by the worker's pending list, when finished */
+    atomic_int stop;        /* the handler should stop (lease lost, timeout, shutdown) */
+};
+
+struct sq_worker {
+    struct sq_host *host;
+    int index;
+    struct sq_group *group;
+    pthread_t thread;
+    bool started;
+    char name[16];
+    char ident[160]; /* host:pid:tN, stored in locked_by and job_executions */
+    struct sq_slot *slots; /* group->batch of them */
+    int nslots;
+    /* progress, for /healthz, the watchdog and the gauges */
+    _Atomic int64_t beat;       /* monotonic ms when the thread last went round its loop */
+    _Atomic int64_t down_since; /* monotonic ms the connection was lost; 0: connected */
+    atomic_bool busy;           /* a handler is running */
+    atomic_bool connected;
+};
+
+struct sq_host {
+    const struct sq_config *cfg;
+    struct sq_plugins *plugins;
+    struct sq_dbparams params;
+    struct sq_dbparams listen_params; /* the listener's: listen_conninfo, else params' */
+    struct sq_group *groups;
+    size_t ngroups;
+    struct sq_worker *workers;
+    int nworkers;
+    pthread_t heartbeat;
+    bool heartbeat_started;
+    pthread_t listener;
+    bool listener_started;
+    char name[96];
+
+    atomic_bool stopping;   /* no new claims */
+    atomic_int running;     /* worker threads still alive */
+    pthread_mutex_t lock;   /* with each group's `wake`, and `wake`: idle waits and shutdown */
+    pthread_cond_t wake;    /* worker exits */
+    pthread_mutex_t slots_lock;
+
+    struct sq_kinds *kinds;   /* one per registered kind */
+    _Atomic int64_t poll_ms;  /* live copy of [host] poll_interval */
+    struct sq_metrics *metrics; /* NULL: [metrics] off */
+    atomic_bool workers_built;  /* workers[] is complete: other threads may read it */
+    atomic_bool ready;          /* every thread connected once */
+    _Atomic int64_t hb_beat, hb_down_since;
+    atomic_bool hb_connected, listener_connected;
+    atomic_bool deps_wake; /* an enqueue left children to settle: the heartbeat
+                              thread runs sq_deps_round without waiting for its round */
+};
+
+/* ---- accessors (state.c), for the services around the runtime ---- */
+
+const struct sq_config *sq_host_config(const struct sq_host *h);
+/* The host's name ([host] name, else the machine's). */
+const char *sq_host_name(const struct sq_host *h);
+/* Where sessions connect: the workers' and the listener's. */
+struct sq_dbparams *sq_host_dbparams(struct sq_host *h);
+struct sq_dbparams *sq_host_listen_params(struct sq_host *h);
+/* Every kind this host runs (kinds.h), with its counters. */
+struct sq_kinds *sq_host_kinds(const struct sq_host *h);
+int sq_host_nworkers(const struct sq_host *h);
+/* Thread groups, by index: their queue and the kinds they serve. */
+size_t sq_host_ngroups(const struct sq_host *h);
+const char *sq_host_group_queue(const struct sq_host *h, size_t g);
+size_t sq_host_group_kinds(const struct sq_host *h, size_t g, const char *const **kinds);
+/* Group g serves a kind with limits (claims through the limit check) or
+ * not; returns what it was. */
+bool sq_host_group_set_limited(struct sq_host *h, size_t g, bool limited);
+/* The live [host] poll_interval (SIGHUP rewrites it). */
+_Atomic int64_t *sq_host_poll_ms(struct sq_host *h);
+bool sq_host_stopping(const struct sq_host *h);
+/* Every thread has connected once. */
+bool sq_host_ready(const struct sq_host *h);
+/* Worker threads, how many run a handler now, and how many database
+ * sessions of the host are up (workers, heartbeat, listener). */
+void sq_host_threads(const struct sq_host *h, int *workers, int *busy, int *sessions);
+void sq_host_set_listener_connected(struct sq_host *h, bool up);
+/* An enqueue left children to settle: the heartbeat thread runs the
+ * dependency round without waiting for its next round. */
+void sq_host_want_deps(struct sq_host *h);
+/* Take that request (true if there was one). */
+bool sq_host_take_deps(struct sq_host *h);
+/*
+ * Are the host's threads making progress? A worker counts as stuck when it
+ * is not running a handler and has not gone round its loop for stale_ms
+ * beyond its poll interval; the heartbeat thread when it has not for
+ * stale_ms. With check_db, a database unreachable for stale_ms also fails.
+ * On false, `why` says what is wrong.
+ */
+bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *why, size_t whylen);
+
+#endif

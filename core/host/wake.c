@@ -1,0 +1,130 @@
+/*
+ * wake.c -- how idle worker threads wait, and what wakes them.
+ *
+ * Each thread group has a condition variable (under host->lock) and a
+ * generation counter: a wake bumps the counter and broadcasts, so a wake
+ * that lands while a thread is busy claiming is seen when it comes back to
+ * wait, not lost. Next to it, each group keeps the monotonic times at which
+ * jobs it knows of fall due (its own retries, delayed jobs announced by
+ * NOTIFY): an idle thread sleeps until the first of them instead of its
+ * whole poll interval, and one due time wakes one thread, not the group.
+ * Shutdown broadcasts to everyone.
+ */
+#include "host/wake.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/util.h"
+#include "host/state.h"
+
+static struct timespec realtime_in(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+/* With host->lock held: drop g's due times up to `now`; how many there were. */
+static int due_pop_locked(struct sq_group *g, int64_t now)
+{
+    int k = 0;
+    while (k < g->ndue && g->due[k] <= now)
+        k++;
+    if (k > 0) {
+        memmove(g->due, g->due + k, (size_t)(g->ndue - k) * sizeof g->due[0]);
+        g->ndue -= k;
+    }
+    return k;
+}
+
+/*
+ * A due time wakes one thread, not the group: the others see it gone and
+ * sleep on. When several jobs fell due at once, the one thread that took
+ * them wakes the rest as a notification would.
+ */
+void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen, int64_t ms)
+{
+    int64_t deadline = sq_now_ms() + ms;
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        if (atomic_load(&h->stopping) || (g && atomic_load(&g->wake_gen) != seen_gen))
+            break;
+        int64_t now = sq_now_ms(), until = deadline;
+        if (g && g->ndue > 0) {
+            int k = due_pop_locked(g, now);
+            if (k > 1) {
+                atomic_fetch_add(&g->wake_gen, 1);
+                pthread_cond_broadcast(&g->wake);
+            }
+            if (k > 0)
+                break;
+            if (g->due[0] < until)
+                until = g->due[0];
+        }
+        if (now >= deadline)
+            break;
+        struct timespec ts = realtime_in(until - now);
+        pthread_cond_timedwait(g ? &g->wake : &h->wake, &h->lock, &ts);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+void sq_group_due(struct sq_host *h, struct sq_group *g, int64_t at)
+{
+    pthread_mutex_lock(&h->lock);
+    int n = g->ndue;
+    if (n == SQ_DUE_MAX && at >= g->due[n - 1]) {
+        pthread_mutex_unlock(&h->lock);
+        return; /* later than all we keep: left to the poll */
+    }
+    if (n == SQ_DUE_MAX)
+        n--;
+    int i = n;
+    for (; i > 0 && g->due[i - 1] > at; i--)
+        g->due[i] = g->due[i - 1];
+    g->due[i] = at;
+    g->ndue = n + 1;
+    /* A new soonest time: sleeping threads recompute their timeout. */
+    if (i == 0)
+        pthread_cond_broadcast(&g->wake);
+    pthread_mutex_unlock(&h->lock);
+}
+
+void sq_host_due(struct sq_host *h, const char *queue, int64_t at)
+{
+    for (size_t i = 0; i < h->ngroups; i++)
+        if (strcmp(h->groups[i].queue, queue) == 0)
+            sq_group_due(h, &h->groups[i], at);
+}
+
+void sq_host_wake(struct sq_host *h, const char *queue)
+{
+    pthread_mutex_lock(&h->lock);
+    for (size_t i = 0; i < h->ngroups; i++) {
+        struct sq_group *g = &h->groups[i];
+        if (queue && strcmp(g->queue, queue) != 0)
+            continue;
+        atomic_fetch_add(&g->wake_gen, 1);
+        pthread_cond_broadcast(&g->wake);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+void sq_host_stop(struct sq_host *h)
+{
+    pthread_mutex_lock(&h->lock);
+    atomic_store(&h->stopping, true);
+    pthread_cond_broadcast(&h->wake);
+    for (size_t i = 0; i < h->ngroups; i++)
+        pthread_cond_broadcast(&h->groups[i].wake);
+    pthread_mutex_unlock(&h->lock);
+}
