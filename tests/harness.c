@@ -507,6 +507,14 @@ const char *th_sqlstate(PGconn *c, const char *sql)
     return st;
 }
 
+struct th_db th_db_as_role(const struct th_db *db, const char *suffix)
+{
+    struct th_db r = *db;
+    int n = snprintf(r.conninfo, sizeof r.conninfo, "%s user=%s_%s", db->conninfo, db->name, suffix);
+    cr_assert_lt(n, (int)sizeof r.conninfo);
+    return r;
+}
+
 long long th_wait_at_least(PGconn *conn, long long want, int timeout_ms, int poll_ms, struct host *const *hs,
                            int nh, const char *sql)
 {

@@ -49,6 +49,8 @@ char *th_textf(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2,
 void th_expect_text(PGconn *c, const char *want, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Run sql; its SQLSTATE, "" if it worked (static storage). */
 const char *th_sqlstate(PGconn *c, const char *sql);
+/* A copy of db that connects (and whose hosts connect) as <db>_<suffix>. */
+struct th_db th_db_as_role(const struct th_db *db, const char *suffix);
 
 /* Enqueue through the C API; fails the test on error. */
 int64_t th_enqueue(PGconn *conn, const char *kind, const char *payload, const char *queue, int priority,

@@ -87,26 +87,7 @@ static PGconn *connect_as(const struct th_db *db, const char *suffix, const char
     return c;
 }
 
-/* A copy of db whose hosts connect as <db>_<suffix>. */
-static struct th_db as_role(const struct th_db *db, const char *suffix)
-{
-    struct th_db r = *db;
-    int n = snprintf(r.conninfo, sizeof r.conninfo, "%s user=%s_%s", db->conninfo, db->name, suffix);
-    cr_assert_lt(n, (int)sizeof r.conninfo);
-    return r;
-}
 
-/* Run sql; its SQLSTATE ("" if it worked). */
-static const char *sqlstate_of(PGconn *c, const char *sql)
-{
-    static char st[8];
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType s = PQresultStatus(r);
-    const char *code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    snprintf(st, sizeof st, "%s", (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) ? "" : (code ? code : "?"));
-    PQclear(r);
-    return st;
-}
 
 /* The attacker takes a key for the life of its session (no transaction
  * stays open). */
@@ -114,7 +95,7 @@ static void hold_key(PGconn *attacker, const char *key)
 {
     char sql[200];
     snprintf(sql, sizeof sql, "SELECT pg_catalog.pg_advisory_lock(%s)", key);
-    cr_assert_str_eq(sqlstate_of(attacker, sql), "", "%s: %s", sql, PQerrorMessage(attacker));
+    cr_assert_str_eq(th_sqlstate(attacker, sql), "", "%s: %s", sql, PQerrorMessage(attacker));
 }
 
 /* Every way to lock rows of `table` (and the table itself) is refused. */
@@ -125,12 +106,12 @@ static void cannot_lock(PGconn *attacker, const char *table)
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         snprintf(sql, sizeof sql, "SELECT 1 FROM skipq.%s FOR %s", table, modes[i]);
         PQclear(PQexec(attacker, "BEGIN"));
-        cr_expect_str_eq(sqlstate_of(attacker, sql), "42501", "an enqueuer may: %s", sql);
+        cr_expect_str_eq(th_sqlstate(attacker, sql), "42501", "an enqueuer may: %s", sql);
         PQclear(PQexec(attacker, "ROLLBACK"));
     }
     snprintf(sql, sizeof sql, "LOCK TABLE skipq.%s IN ROW SHARE MODE", table);
     PQclear(PQexec(attacker, "BEGIN"));
-    cr_expect_str_eq(sqlstate_of(attacker, sql), "42501", "an enqueuer may: %s", sql);
+    cr_expect_str_eq(th_sqlstate(attacker, sql), "42501", "an enqueuer may: %s", sql);
     PQclear(PQexec(attacker, "ROLLBACK"));
 }
 
@@ -157,7 +138,7 @@ Test(security_locks, a_limited_kind_is_claimed_within_its_limit_while_an_enqueue
     PGconn *attacker = connect_as(&db, "e", NULL);
     hold_key(attacker, KEY_LIMITED_KIND);
     th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 50}')) FROM generate_series(1, 40)");
-    struct th_db worker = as_role(&db, "w");
+    struct th_db worker = th_db_as_role(&db, "w");
     char *ini = th_host_ini(&worker, "limited", NULL, NULL,
                             "kinds = test\n[queue default]\nthreads = 4\n[kind test]\nmax_running = 2\n");
     pid_t pid = th_host_start(ini);
@@ -212,7 +193,7 @@ Test(security_locks, totals_advance_while_an_enqueuer_holds_their_old_key, .time
     th_execf(db.conn, "INSERT INTO skipq.jobs (queue, kind, status, attempts, finished_at)"
                       " SELECT 'default', 'counted', 'done', 1, now() - interval '50 minutes'"
                       "   FROM generate_series(1, 7)");
-    struct th_db worker = as_role(&db, "w");
+    struct th_db worker = th_db_as_role(&db, "w");
     char *ini = th_host_ini(&worker, "totals", NULL, NULL, "kinds = test\n[queue default]\nthreads = 1\n");
     pid_t pid = th_host_start(ini);
     cr_expect_eq(th_wait_scalar(db.conn, 7, 20000,
@@ -236,7 +217,7 @@ Test(security_locks, aging_raises_priorities_while_an_enqueuer_holds_the_queues_
     th_execf(db.conn, "UPDATE skipq.jobs SET run_at = now() - interval '10.5 seconds' WHERE id = %" PRId64, id);
     /* The host ages queue "aged" but claims nothing there (it handles only
      * test.other); as the worker role, which adds the queue's row. */
-    struct th_db worker = as_role(&db, "w");
+    struct th_db worker = th_db_as_role(&db, "w");
     char *ini = th_host_ini(&worker, "ager", NULL, NULL,
                             "kinds = test.other\n[queue aged]\npriority_aging = 1s\npriority_aging_cap = 5\n");
     pid_t pid = th_host_start(ini);
@@ -264,7 +245,7 @@ Test(security_locks, a_worker_may_lock_housekeeping_rows_but_not_the_table_nor_r
         "INSERT INTO skipq.housekeeping (task) VALUES ('aging/q') ON CONFLICT (task) DO NOTHING",
         "SELECT 1 FROM skipq.kind_limits FOR NO KEY UPDATE"};
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
-        cr_expect_str_eq(sqlstate_of(w, allowed[i]), "", "the worker may not: %s: %s", allowed[i],
+        cr_expect_str_eq(th_sqlstate(w, allowed[i]), "", "the worker may not: %s: %s", allowed[i],
                          PQerrorMessage(w));
     static const char *const forbidden[] = {
         "UPDATE skipq.housekeeping SET task = 'aging/x' WHERE task = 'retention'",
@@ -274,10 +255,10 @@ Test(security_locks, a_worker_may_lock_housekeeping_rows_but_not_the_table_nor_r
         "LOCK TABLE skipq.housekeeping IN ACCESS EXCLUSIVE MODE"};
     for (size_t i = 0; i < sizeof forbidden / sizeof forbidden[0]; i++) {
         PQclear(PQexec(w, "BEGIN"));
-        cr_expect_str_eq(sqlstate_of(w, forbidden[i]), "42501", "the worker may: %s", forbidden[i]);
+        cr_expect_str_eq(th_sqlstate(w, forbidden[i]), "42501", "the worker may: %s", forbidden[i]);
         PQclear(PQexec(w, "ROLLBACK"));
     }
-    cr_expect_str_eq(sqlstate_of(w, "INSERT INTO skipq.housekeeping (task) VALUES ('other')"), "23514",
+    cr_expect_str_eq(th_sqlstate(w, "INSERT INTO skipq.housekeeping (task) VALUES ('other')"), "23514",
                      "a task that is not retention, totals or aging/QUEUE");
     PQfinish(w);
 }

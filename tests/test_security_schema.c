@@ -38,14 +38,6 @@ static PGconn *connect_as(const struct th_db *db, const char *suffix)
     return c;
 }
 
-/* A copy of db that connects as <db>_<suffix>. */
-static struct th_db as_role(const struct th_db *db, const char *suffix)
-{
-    struct th_db r = *db;
-    int n = snprintf(r.conninfo, sizeof r.conninfo, "%s user=%s_%s", db->conninfo, db->name, suffix);
-    cr_assert_lt(n, (int)sizeof r.conninfo);
-    return r;
-}
 
 /* A host INI with a 20 s heartbeat (and a 60 s lease): anything that
  * happens within a few seconds happened without waiting for a round. */
@@ -96,7 +88,7 @@ Test(security_schema, a_job_named_in_depends_on_is_claimed_and_finished_while_th
     snprintf(sql, sizeof sql, "SELECT skipq.enqueue('test', depends_on => ARRAY[%" PRId64 "])", waiting);
     int64_t child1 = enqueue_sql(e1, sql);
 
-    struct th_db worker = as_role(&db, "w");
+    struct th_db worker = th_db_as_role(&db, "w");
     char *ini = slow_beat_ini(&worker, "deps-open", NULL,
                               "[queue default]\nthreads = 2\n\n[kind test]\nmax_running = 100\nrate = 1000/s\n");
     pid_t pid = th_host_start(ini);

@@ -16,7 +16,7 @@
 
 #include "cli/admin.h"
 #include "cli/ndjson.h"
-#include "client/migrate_wait.h"
+#include "client/migrate.h"
 #include "common/config.h"
 #include "common/conninfo.h"
 #include "common/db.h"

@@ -47,7 +47,6 @@
 #include "common/db.h"
 #include "common/util.h"
 #include "client/migrate.h"
-#include "client/migrate_wait.h"
 #include "skipq/skipq.h"
 
 /* Arbitrary, fixed: "skipq" in ASCII. Taken only while
