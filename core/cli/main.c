@@ -27,6 +27,7 @@
 #include "skipq/skipq.h"
 #include "cli/stats.h"
 #include "common/util.h"
+#include "web/web.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -53,6 +54,7 @@ static const char USAGE[] =
     "  limits    show per-kind limits, or clear one\n"
     "  pause     stop new claims of a queue or a kind\n"
     "  resume    let hosts claim a paused queue or kind again\n"
+    "  web       serve the dashboard (queues, jobs, dead jobs, hosts) over HTTP\n"
     "  version   print the version\n"
     "\n"
     "common options:\n"
@@ -1315,7 +1317,7 @@ int main(int argc, char **argv)
     } cmds[] = {{"migrate", cmd_migrate}, {"enqueue", cmd_enqueue}, {"run", cmd_run},  {"stats", cmd_stats},
                 {"jobs", cmd_jobs},       {"retry", cmd_retry},     {"cancel", cmd_cancel}, {"top", cmd_top},
                 {"cron", cmd_cron},       {"limits", cmd_limits},   {"config", cmd_config}, {"pause", cmd_pause},
-                {"resume", cmd_pause}};
+                {"resume", cmd_pause},    {"web", sq_web_main}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 1, argv + 1);
