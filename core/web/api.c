@@ -248,6 +248,8 @@ unsigned web_api_session(struct web_call *c, const char *tail)
     if (!web_db(c))
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     struct sq_web *w = c->w;
+    if (!web_read_caps(w, w->conn, c->err, sizeof c->err))
+        return web_db_failed(c);
     json_object *o = c->out = json_object_new_object();
     json_object_object_add(o, "version", json_object_new_string(SKIPQ_VERSION));
     json_object_object_add(o, "role", json_object_new_string(w->role));

@@ -22,6 +22,9 @@
  * - A request body (the JSON of an action) is collected up to
  *   SQ_WEB_MAX_BODY; beyond it the rest is read and dropped and the
  *   request answered 413, so a large upload costs no memory.
+ * - Every answer closes its connection. A page refreshes every few
+ *   seconds: a kept-alive connection would sit idle in between and meet
+ *   the deadline just as the next refresh is sent on it.
  * - Every response carries the same security headers (sq_server_reply):
  *   script only from this origin's files (no inline script, no eval), no
  *   framing, no MIME sniffing, no Referer (a login URL holds the token).
@@ -44,8 +47,9 @@
 #define MAX_CONNECTIONS 64
 
 /* default-src 'none': nothing loads unless named here. Styles come only
- * from the .css files under /assets (the scripts set style properties through the CSSOM,
- * which CSP allows; style attributes in markup are refused). */
+ * from the style sheet under /assets; the scripts set style properties
+ * through the CSSOM, which CSP allows, while style attributes in markup
+ * are refused. */
 static const char CSP[] = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                           "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
@@ -88,6 +92,7 @@ enum MHD_Result sq_server_reply(struct MHD_Connection *c, unsigned status, const
     MHD_add_response_header(res, "Referrer-Policy", "no-referrer");
     MHD_add_response_header(res, "Cross-Origin-Opener-Policy", "same-origin");
     MHD_add_response_header(res, "Cross-Origin-Resource-Policy", "same-origin");
+    MHD_add_response_header(res, MHD_HTTP_HEADER_CONNECTION, "close");
     for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
         MHD_add_response_header(res, headers[i], headers[i + 1]);
     enum MHD_Result r = MHD_queue_response(c, status, res);

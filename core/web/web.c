@@ -178,7 +178,7 @@ static const char CAPS_SQL[] =
     "         AND pg_catalog.has_function_privilege('skipq.resume(text, text)', 'EXECUTE'),"
     "       pg_catalog.pg_is_in_recovery()";
 
-static bool read_caps(struct sq_web *w, PGconn *conn, char *err, size_t errlen)
+bool web_read_caps(struct sq_web *w, PGconn *conn, char *err, size_t errlen)
 {
     PGresult *r = PQexec(conn, CAPS_SQL);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
@@ -201,7 +201,7 @@ static bool read_caps(struct sq_web *w, PGconn *conn, char *err, size_t errlen)
 static PGconn *connect_session(struct sq_web *w, char *err, size_t errlen)
 {
     PGconn *conn = sq_db_connect(&w->params, err, errlen);
-    if (conn && (!session_setup(w, conn, err, errlen) || !read_caps(w, conn, err, errlen))) {
+    if (conn && (!session_setup(w, conn, err, errlen) || !web_read_caps(w, conn, err, errlen))) {
         PQfinish(conn);
         conn = NULL;
     }

@@ -45,6 +45,9 @@ typedef unsigned (*web_handler)(struct web_call *c, const char *tail);
 
 /* ---- the database (web.c) ---- */
 
+/* Read again who the session's role is and whether it may act (a grant or
+ * a revoke since the last look shows at the next page load). */
+bool web_read_caps(struct sq_web *w, PGconn *conn, char *err, size_t errlen);
 /* The session, connected (and set up) if it was not; NULL with 503. */
 PGconn *web_db(struct web_call *c);
 /* Status for a failed statement whose message is in c->err: 400 for bad
