@@ -118,7 +118,7 @@ GRANT EXECUTE ON FUNCTION skipq.settle_dependencies(int) TO skipq_worker;
 -- availability, not with DDL, deletes, payloads or other roles' host rows.
 -- Nothing in schema skipq is left to PUBLIC (migration 052).
 
--- Pause and resume (053): hosts read the paused set; only the schema owner
+-- Pause and resume (054): hosts read the paused set; only the schema owner
 -- (or a role it grants EXECUTE on skipq.pause/resume) changes it.
 GRANT SELECT ON skipq.paused TO skipq_worker;
 

@@ -1,6 +1,6 @@
 /*
  * test_pause.c -- pausing a queue or a kind: `skipq pause` and `skipq
- * resume`, skipq.pause() and skipq.resume() (sql/053_pause.sql), and what
+ * resume`, skipq.pause() and skipq.resume() (sql/054_pause.sql), and what
  * stats and top show.
  *
  * The hosts' side -- no claim of a paused queue or kind within one

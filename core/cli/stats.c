@@ -13,7 +13,7 @@
  *    plus what finished after its watermark;
  *  - percentiles and throughput read executions started in the last hour
  *    through the BRIN index on started_at.
- * Both also list what is paused (skipq.paused, sql/053_pause.sql).
+ * Both also list what is paused (skipq.paused, sql/054_pause.sql).
  * The fetch functions return the results (skipq web reads them too); the
  * print functions format them. Each command reads in one REPEATABLE READ READ ONLY transaction, so its
  * numbers are of one moment.
@@ -210,7 +210,7 @@ static const char HOSTS_SQL[] =
     "       %s AS queues, %s AS kinds, h.name, h.pid, h.heartbeat_ms"
     "  FROM skipq.hosts h ORDER BY h.name, h.id";
 
-/* What operators paused (skipq pause, sql/053_pause.sql). */
+/* What operators paused (skipq pause, sql/054_pause.sql). */
 static const char PAUSED_SQL[] =
     "SELECT scope, name, pg_catalog.to_char(paused_at, 'YYYY-MM-DD HH24:MI:SSOF') AS paused_at, paused_by"
     "  FROM skipq.paused ORDER BY scope DESC, name";

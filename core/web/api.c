@@ -15,7 +15,7 @@
  *    hour is left out), bucketed by when they finished; closed buckets are
  *    kept in memory, so a refresh reads only the last hour or so;
  *  - dead groups read the dead jobs through their partial index
- *    (sql/053_pause.sql), whatever the done ones number;
+ *    (sql/054_pause.sql), whatever the done ones number;
  *  - a job's page reads it, its executions and its parents by key, and the
  *    children still waiting on it through the blocked-children GIN index.
  * Arguments are checked before any statement: an unknown one, one given

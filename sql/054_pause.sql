@@ -1,4 +1,4 @@
--- 053: pause and resume a queue or a kind; the dashboard's index of dead jobs.
+-- 054: pause and resume a queue or a kind; the dashboard's index of dead jobs.
 --
 -- skipq.paused holds what operators paused (`skipq pause --queue Q`,
 -- `--kind K`, or the dashboard). A row stops new claims of that queue, or of
