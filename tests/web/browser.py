@@ -243,8 +243,12 @@ class Browser:
         return self.d.find_elements(By.CSS_SELECTOR, selector)
 
     def text_of(self, selector):
-        return self.wait(lambda d: EC.visibility_of_element_located((By.CSS_SELECTOR, selector))(d).text,
-                         what=selector)
+        """The text of the element once it is shown (found but hidden,
+        as while a page redraws, it is looked for again)."""
+        def shown(d):
+            e = EC.visibility_of_element_located((By.CSS_SELECTOR, selector))(d)
+            return e.text if e else False
+        return self.wait(shown, what=f"{selector} shown")
 
     def untouched(self, page):
         """No alert, no injected element, no script of the data ran, no CSP
