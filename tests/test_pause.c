@@ -70,6 +70,7 @@ Test(pause, pause_and_resume_a_queue_or_a_kind_from_the_cli, .timeout = 60)
     cr_assert_eq(th_cli(&out, NULL, "stats", "--db", db.conninfo, NULL), 0);
     cr_expect(strstr(out, "paused (no new claims)") == NULL, "%s", out);
     free(out);
+    PQfinish(db.conn);
 }
 
 Test(pause, bad_flags_are_usage_errors_and_change_nothing, .timeout = 60)
@@ -84,6 +85,7 @@ Test(pause, bad_flags_are_usage_errors_and_change_nothing, .timeout = 60)
     expect_cli(2, NULL, "unexpected argument \"extra\"", "pause", "--queue=a", "extra", db.conninfo);
     expect_cli(0, "usage: skipq pause --queue Q | --kind K", NULL, "pause", "--help", NULL, db.conninfo);
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.paused"), 0);
+    PQfinish(db.conn);
 }
 
 Test(pause, the_functions_check_their_arguments_and_tell_the_hosts, .timeout = 60)
@@ -127,6 +129,7 @@ Test(pause, the_functions_check_their_arguments_and_tell_the_hosts, .timeout = 6
         got++;
     cr_expect_eq(got, 2, "%d notifications for two changes", got);
     PQfinish(l);
+    PQfinish(db.conn);
 }
 
 Test(pause, only_a_role_allowed_to_may_pause, .timeout = 60)
@@ -151,6 +154,7 @@ Test(pause, only_a_role_allowed_to_may_pause, .timeout = 60)
     expect_cli(1, NULL, "permission denied for function resume", "resume", "--queue", "default", ci);
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.paused"), 0);
     th_execf(db.conn, "DROP OWNED BY %s_w; DROP ROLE %s_w", db.name, db.name);
+    PQfinish(db.conn);
 }
 
 /* ---- the hosts (core/host/: not there yet) ------------------------------------------------------- */

@@ -415,6 +415,7 @@ Test(web, serves_its_page_and_assets_with_the_security_headers_on_every_response
     cr_expect_eq(r.status, 405, "an action by GET");
     resp_free(&r);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 /* ---- overview and charts ---------------------------------------------------------------------- */
@@ -512,6 +513,8 @@ Test(web, the_overview_counts_what_stats_counts_and_the_charts_count_every_attem
     }
     cr_expect_eq(th_host_stop(host, 15000), 0);
     web_stop(&w);
+    free(ini);
+    PQfinish(db.conn);
 }
 
 /* ---- jobs -------------------------------------------------------------------------------------- */
@@ -608,6 +611,7 @@ Test(web, filters_jobs_by_queue_kind_status_keys_error_text_and_creation_time, .
     cr_expect_null(jat(r.json, "next_before"), "a full last page has no next");
     resp_free(&r);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 /* Page through every job with `query` (limit per page); checks each id
@@ -699,6 +703,7 @@ Test(web, pages_through_100000_jobs_by_keyset_in_under_50_ms_a_page, .timeout = 
     cr_log_info("queue=reports&kind=kind3 (3,571), 50 a page: p50 %.1f ms, p95 %.1f ms, max %.1f ms", p50, p95, max);
     cr_expect_lt(p95, 50.0, "p95 of a page of one queue and kind: %.1f ms", p95);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 /* ---- bad input ---------------------------------------------------------------------------------- */
@@ -785,6 +790,7 @@ Test(web, bad_parameters_are_400_with_a_message_naming_them, .timeout = 60)
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.paused"), 0);
     free(t);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 /* ---- one job -------------------------------------------------------------------------------------- */
@@ -853,6 +859,8 @@ Test(web, a_job_shows_its_pretty_payload_every_attempt_its_parents_children_and_
     resp_free(&r);
     cr_expect_eq(th_host_stop(host, 15000), 0);
     web_stop(&w);
+    free(ini);
+    PQfinish(db.conn);
 }
 
 /* ---- dead jobs ------------------------------------------------------------------------------------- */
@@ -909,6 +917,7 @@ Test(web, dead_jobs_group_by_kind_and_error_with_digits_folded_and_a_group_retri
     resp_free(&r);
     free(t);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 Test(web, cancel_follows_the_cli_rules, .timeout = 60)
@@ -937,6 +946,7 @@ Test(web, cancel_follows_the_cli_rules, .timeout = 60)
     cr_expect_str_eq(status_of(db.conn, pending), "pending");
     free(t);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 /* ---- who may act ---------------------------------------------------------------------------------- */
@@ -1021,6 +1031,8 @@ Test(web, actions_without_or_with_a_wrong_token_or_csrf_token_are_403_and_change
     resp_free(&r);
     free(t);
     web_stop(&w);
+    free(tf);
+    PQfinish(db.conn);
 }
 
 Test(web, read_only_mode_hides_and_refuses_actions, .timeout = 60)
@@ -1057,6 +1069,7 @@ Test(web, read_only_mode_hides_and_refuses_actions, .timeout = 60)
     }
     free(t);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 static void apply_roles(const struct th_db *db)
@@ -1166,6 +1179,7 @@ Test(web, the_reader_role_reads_every_page_and_can_neither_act_nor_write, .timeo
     cr_expect_eq(th_cli(&out, NULL, "stats", "--db", as_reader.conninfo, NULL), 0, "stats as the reader: %s", out);
     free(out);
     th_execf(db.conn, "DROP OWNED BY %s_r; DROP ROLE %s_r", db.name, db.name);
+    PQfinish(db.conn);
 }
 
 /* ---- who may ask at all ------------------------------------------------------------------------------ */
@@ -1234,6 +1248,11 @@ Test(web, off_loopback_a_token_is_required_and_its_file_must_be_private, .timeou
     cr_expect(strstr(header(&r, "Set-Cookie"), "; Secure") != NULL);
     resp_free(&r);
     web_stop(&w);
+    free(open_file);
+    free(short_file);
+    free(odd_file);
+    free(tf);
+    PQfinish(db.conn);
 }
 
 Test(web, on_loopback_it_answers_only_loopback_names_and_no_proxied_request, .timeout = 60)
@@ -1271,6 +1290,7 @@ Test(web, on_loopback_it_answers_only_loopback_names_and_no_proxied_request, .ti
         resp_free(&r);
     }
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 /* ---- values stay values --------------------------------------------------------------------------------- */
@@ -1303,6 +1323,7 @@ Test(web, markup_in_payloads_errors_and_keys_comes_back_as_json_strings, .timeou
     cr_expect_str_eq(jstr(r.json, "groups.0.example"), xss);
     resp_free(&r);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 /* ---- pause and resume ----------------------------------------------------------------------------------- */
@@ -1356,6 +1377,7 @@ Test(web, pause_and_resume_from_the_dashboard_show_in_stats_and_top, .timeout = 
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.paused"), 0);
     free(t);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 /* ---- robustness ------------------------------------------------------------------------------------------- */
@@ -1393,6 +1415,7 @@ Test(web, slow_clients_do_not_keep_it_from_answering_and_are_cut_at_the_deadline
     }
     cr_expect_eq(open, 0, "%d slow connections outlived the deadline", open);
     web_stop(&w);
+    PQfinish(db.conn);
 }
 
 Test(web, a_lost_database_session_is_503_once_and_then_reconnected, .timeout = 60)
@@ -1416,4 +1439,5 @@ Test(web, a_lost_database_session_is_503_once_and_then_reconnected, .timeout = 6
     cr_expect_eq(statuses[1], 200, "not reconnected: %d", statuses[1]);
     cr_expect_eq(statuses[2], 200);
     web_stop(&w);
+    PQfinish(db.conn);
 }
