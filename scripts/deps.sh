@@ -5,9 +5,12 @@
 # call before every build/test run.
 set -euo pipefail
 
+# libjson-c-dev: the dashboard's JSON (skipq web). chromium, chromium-driver
+# and python3-selenium: the dashboard's browser suite (ctest -L browser).
 PKGS=(build-essential cmake pkg-config libpq-dev libinih-dev libcriterion-dev
       postgresql-15 postgresql-client-15 pgbouncer procps
-      libmicrohttpd-dev libsystemd-dev curl clang-14 libclang-rt-14-dev)
+      libmicrohttpd-dev libsystemd-dev curl clang-14 libclang-rt-14-dev libjson-c-dev
+      chromium chromium-driver python3-selenium)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -17,6 +17,10 @@
 -- skipq_worker:   may claim, heartbeat, complete and sweep jobs (and
 --                 enqueue follow-up jobs), read stats; may not delete jobs,
 --                 change payloads, or alter the schema.
+-- skipq_reader:   may read what `skipq stats`, `top`, `jobs`, `cron`,
+--                 `limits` and `skipq web` show, and nothing else: no write,
+--                 no function that writes (`skipq web` connected as it
+--                 hides and refuses retry, cancel, pause and resume).
 -- The schema owner keeps everything else (migrations, DDL, retention).
 -- Re-running this file is safe.
 
@@ -30,6 +34,9 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'skipq_worker') THEN
         CREATE ROLE skipq_worker NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'skipq_reader') THEN
+        CREATE ROLE skipq_reader NOLOGIN;
     END IF;
 END
 $$;
@@ -110,3 +117,18 @@ GRANT EXECUTE ON FUNCTION skipq.settle_dependencies(int) TO skipq_worker;
 -- or stall any job: it is trusted for the queue's integrity and
 -- availability, not with DDL, deletes, payloads or other roles' host rows.
 -- Nothing in schema skipq is left to PUBLIC (migration 052).
+
+-- Pause and resume (054): hosts read the paused set; only the schema owner
+-- (or a role it grants EXECUTE on skipq.pause/resume) changes it.
+GRANT SELECT ON skipq.paused TO skipq_worker;
+
+-- The read-only role: SELECT on what the read-only commands and the
+-- dashboard read, and host_alive() (a pure function of its arguments).
+-- Nothing that writes: no INSERT/UPDATE/DELETE, no enqueue, no
+-- pause/resume, no SECURITY DEFINER function that changes a row.
+GRANT USAGE ON SCHEMA skipq TO skipq_reader;
+GRANT SELECT ON skipq.jobs, skipq.job_executions, skipq.hosts, skipq.job_totals, skipq.job_totals_mark,
+                skipq.cron_state, skipq.kind_limits, skipq.ordering_keys, skipq.paused,
+                skipq.schema_migrations, skipq.settings
+    TO skipq_reader;
+GRANT EXECUTE ON FUNCTION skipq.host_alive(timestamptz, bigint) TO skipq_reader;

@@ -40,7 +40,10 @@ foreach(f ${all})
     list(APPEND names ${name})
   endif()
 endforeach()
-string(REGEX MATCHALL "[A-Za-z_0-9.-]+\\.(c/h|cmake|c|h|sh|sql|md|ini|in|service)" named "${map}")
+# Names with other extensions (index.html, app.css) are taken out first, so
+# their stems are not read as a .h or .c.
+string(REGEX REPLACE "[A-Za-z_0-9.-]+\\.(html|css|js|svg|py|png)" "" map_c "${map}")
+string(REGEX MATCHALL "[A-Za-z_0-9.-]+\\.(c/h|cmake|c|h|sh|sql|md|ini|in|service)" named "${map_c}")
 set(missing "")
 foreach(n ${named})
   if(n MATCHES "^(.*)\\.c/h$")

@@ -76,20 +76,38 @@ static const char JOB_COLUMNS[] =
 /* Shown by `jobs show` only: the list stays narrow. */
 static const char SCHED_COLUMNS[] = "unique_key, unique_until, ordering_key, depends_on::pg_catalog.text AS depends_on";
 
-bool sq_admin_list(PGconn *conn, FILE *out, const struct sq_job_filter *f, bool json, char *err, size_t errlen)
+/* Every filter is a parameter; one left NULL drops out when the statement
+ * is planned (PQexecParams plans with the values), so each combination
+ * gets its own plan. Keyset paging: newest first, below f->before_id. */
+PGresult *sq_admin_list_fetch(PGconn *conn, const struct sq_job_filter *f, char *err, size_t errlen)
 {
     char lim[16];
     snprintf(lim, sizeof lim, "%d", f->limit > 0 ? f->limit : 50);
-    const char *params[4] = {f->status, f->queue, f->kind, lim};
-    char sql[1024];
+    const char *params[10] = {f->status,       f->queue,      f->kind,         lim,           f->before_id,
+                              f->created_from, f->created_to, f->unique_key,   f->ordering_key, f->error_text};
+    char sql[2048];
     snprintf(sql, sizeof sql,
              "SELECT %s FROM skipq.jobs"
              " WHERE ($1::pg_catalog.text IS NULL OR status OPERATOR(pg_catalog.=) $1)"
              "   AND ($2::pg_catalog.text IS NULL OR queue OPERATOR(pg_catalog.=) $2)"
              "   AND ($3::pg_catalog.text IS NULL OR kind OPERATOR(pg_catalog.=) $3)"
+             "   AND ($5::pg_catalog.int8 IS NULL OR id OPERATOR(pg_catalog.<) $5::pg_catalog.int8)"
+             "   AND ($6::pg_catalog.timestamptz IS NULL"
+             "        OR created_at OPERATOR(pg_catalog.>=) $6::pg_catalog.timestamptz)"
+             "   AND ($7::pg_catalog.timestamptz IS NULL"
+             "        OR created_at OPERATOR(pg_catalog.<) $7::pg_catalog.timestamptz)"
+             "   AND ($8::pg_catalog.text IS NULL OR unique_key OPERATOR(pg_catalog.=) $8)"
+             "   AND ($9::pg_catalog.text IS NULL OR ordering_key OPERATOR(pg_catalog.=) $9)"
+             "   AND ($10::pg_catalog.text IS NULL OR pg_catalog.strpos(pg_catalog.lower(last_error),"
+             "                                        pg_catalog.lower($10)) OPERATOR(pg_catalog.>) 0)"
              " ORDER BY id DESC LIMIT $4::pg_catalog.int4",
              JOB_COLUMNS);
-    PGresult *res = sq_db_query(conn, sql, 4, params, err, errlen);
+    return sq_db_query(conn, sql, 10, params, err, errlen);
+}
+
+bool sq_admin_list(PGconn *conn, FILE *out, const struct sq_job_filter *f, bool json, char *err, size_t errlen)
+{
+    PGresult *res = sq_admin_list_fetch(conn, f, err, errlen);
     if (!res)
         return false;
     print_rows(out, res, json, "id,attempts,max_attempts,priority");
@@ -97,7 +115,7 @@ bool sq_admin_list(PGconn *conn, FILE *out, const struct sq_job_filter *f, bool 
     return true;
 }
 
-int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, size_t errlen)
+int sq_admin_show_fetch(PGconn *conn, int64_t id, PGresult **job_out, PGresult **ex_out, char *err, size_t errlen)
 {
     char a[24];
     snprintf(a, sizeof a, "%" PRId64, id);
@@ -126,6 +144,17 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
         PQclear(job);
         return -1;
     }
+    *job_out = job;
+    *ex_out = ex;
+    return 1;
+}
+
+int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, size_t errlen)
+{
+    PGresult *job = NULL, *ex = NULL;
+    int found = sq_admin_show_fetch(conn, id, &job, &ex, err, errlen);
+    if (found != 1)
+        return found;
     if (json) {
         fputs("{\"job\":", out);
         print_rows(out, job, true, "id,attempts,max_attempts,priority");
@@ -268,12 +297,16 @@ long sq_admin_cancel(PGconn *conn, const int64_t *ids, size_t n, char *err, size
 
 /* ---- schedules and limits ------------------------------------------------------------ */
 
+PGresult *sq_admin_cron_fetch(PGconn *conn, char *err, size_t errlen)
+{
+    return sq_db_query(conn,
+                       "SELECT name, schedule, timezone, last_tick, updated_at FROM skipq.cron_state ORDER BY name", 0,
+                       NULL, err, errlen);
+}
+
 bool sq_admin_cron(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
 {
-    PGresult *res =
-        sq_db_query(conn,
-                    "SELECT name, schedule, timezone, last_tick, updated_at FROM skipq.cron_state ORDER BY name",
-                    0, NULL, err, errlen);
+    PGresult *res = sq_admin_cron_fetch(conn, err, errlen);
     if (!res)
         return false;
     print_rows(out, res, json, "");
@@ -281,20 +314,25 @@ bool sq_admin_cron(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
     return true;
 }
 
+PGresult *sq_admin_limits_fetch(PGconn *conn, char *err, size_t errlen)
+{
+    return sq_db_query(conn,
+                       "SELECT l.kind, l.max_running,"
+                       "       (SELECT pg_catalog.count(*) FROM skipq.jobs j"
+                       "         WHERE j.status OPERATOR(pg_catalog.=) 'running'"
+                       "           AND j.kind OPERATOR(pg_catalog.=) l.kind) AS running,"
+                       "       l.rate, l.rate_unit,"
+                       "       CASE WHEN l.window_start OPERATOR(pg_catalog.=)"
+                       "                 pg_catalog.date_trunc(l.rate_unit, pg_catalog.now())"
+                       "            THEN l.window_count ELSE 0 END AS claimed_this_window,"
+                       "       l.updated_at"
+                       "  FROM skipq.kind_limits l ORDER BY l.kind",
+                       0, NULL, err, errlen);
+}
+
 bool sq_admin_limits(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
 {
-    PGresult *res = sq_db_query(conn,
-                                "SELECT l.kind, l.max_running,"
-                                "       (SELECT pg_catalog.count(*) FROM skipq.jobs j"
-                                "         WHERE j.status OPERATOR(pg_catalog.=) 'running'"
-                                "           AND j.kind OPERATOR(pg_catalog.=) l.kind) AS running,"
-                                "       l.rate, l.rate_unit,"
-                                "       CASE WHEN l.window_start OPERATOR(pg_catalog.=)"
-                                "                 pg_catalog.date_trunc(l.rate_unit, pg_catalog.now())"
-                                "            THEN l.window_count ELSE 0 END AS claimed_this_window,"
-                                "       l.updated_at"
-                                "  FROM skipq.kind_limits l ORDER BY l.kind",
-                                0, NULL, err, errlen);
+    PGresult *res = sq_admin_limits_fetch(conn, err, errlen);
     if (!res)
         return false;
     print_rows(out, res, json, "max_running running rate claimed_this_window");
@@ -310,6 +348,22 @@ long sq_admin_limits_clear(PGconn *conn, const char *kind, char *err, size_t err
                     "WITH d AS (DELETE FROM skipq.kind_limits WHERE kind OPERATOR(pg_catalog.=) $1 RETURNING 1)"
                     " SELECT pg_catalog.count(*) FROM d",
                     1, params, err, errlen);
+    if (!res)
+        return -1;
+    long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return n;
+}
+
+/* ---- pause and resume ------------------------------------------------------------------ */
+
+long sq_admin_pause(PGconn *conn, const char *scope, const char *name, bool pause, char *err, size_t errlen)
+{
+    const char *params[2] = {scope, name};
+    PGresult *res = sq_db_query(conn,
+                        pause ? "SELECT skipq.pause($1, $2)::pg_catalog.int4"
+                              : "SELECT skipq.resume($1, $2)::pg_catalog.int4",
+                        2, params, err, errlen);
     if (!res)
         return -1;
     long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);

@@ -27,6 +27,7 @@
 #include "skipq/skipq.h"
 #include "cli/stats.h"
 #include "common/util.h"
+#include "web/web.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -51,6 +52,9 @@ static const char USAGE[] =
     "  cancel    cancel blocked, pending or running jobs\n"
     "  cron      show the cron schedules and their last ticks\n"
     "  limits    show per-kind limits, or clear one\n"
+    "  pause     stop new claims of a queue or a kind\n"
+    "  resume    let hosts claim a paused queue or kind again\n"
+    "  web       serve the dashboard (queues, jobs, dead jobs, hosts) over HTTP\n"
     "  version   print the version\n"
     "\n"
     "common options:\n"
@@ -1091,6 +1095,58 @@ static int cmd_limits(int argc, char **argv)
     return rc;
 }
 
+/* ---- pause and resume ------------------------------------------------------------------ */
+
+/* `skipq pause` and `skipq resume` (argv[0] says which). */
+static int cmd_pause(int argc, char **argv)
+{
+    static const char help[] =
+        "usage: skipq pause --queue Q | --kind K [-c FILE] [--db CONNINFO]\n"
+        "       skipq resume --queue Q | --kind K [-c FILE] [--db CONNINFO]\n\n"
+        "pause: no host claims jobs of queue Q (any kind), or of kind K (on any queue),\n"
+        "until it is resumed; hosts stop within one heartbeat and jobs already running\n"
+        "finish. Enqueues, cron ticks and retries go on filling the queue.\n"
+        "resume: claims start again. `skipq stats` and `skipq top` list what is paused.\n";
+    static const struct option opts[] = {{"queue", required_argument, NULL, 'q'},
+                                         {"kind", required_argument, NULL, 'k'},
+                                         {0, 0, 0, 0}};
+    const char *cmd = strcmp(argv[0], "pause") == 0 ? "pause" : "resume";
+    struct common c = {0};
+    const char *scope = NULL, *name = NULL;
+    int o;
+    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        if ((o != 'q' && o != 'k') || scope)
+            return usage_error(cmd, "%s", scope ? "give one of --queue and --kind, once" : "invalid option");
+        scope = o == 'q' ? "queue" : "kind";
+        name = optarg;
+    }
+    if (!scope)
+        return usage_error(cmd, "%s", "give --queue Q or --kind K");
+    if (optind < argc)
+        return usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (!sq_valid_name(name))
+        return bad_flag(cmd, strcmp(scope, "queue") == 0 ? "--queue" : "--kind", name, "is not a valid name",
+                        "use 1 to 128 of A-Z a-z 0-9 _ . : -");
+    int rc;
+    PGconn *conn = open_db(&c, strcmp(cmd, "pause") == 0 ? "skipq pause" : "skipq resume", &rc);
+    if (!conn)
+        return rc;
+    char err[512];
+    long n = sq_admin_pause(conn, scope, name, strcmp(cmd, "pause") == 0, err, sizeof err);
+    PQfinish(conn);
+    if (n < 0)
+        return admin_failed(cmd, err);
+    printf("%s \"", scope);
+    sq_fput_text(stdout, name, SIZE_MAX, 0);
+    printf("\" %s\n", n ? (strcmp(cmd, "pause") == 0 ? "paused" : "resumed")
+                         : (strcmp(cmd, "pause") == 0 ? "was already paused" : "was not paused"));
+    return 0;
+}
+
 /* ---- stats ------------------------------------------------------------------------- */
 
 static int cmd_stats(int argc, char **argv)
@@ -1256,7 +1312,8 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } cmds[] = {{"migrate", cmd_migrate}, {"enqueue", cmd_enqueue}, {"run", cmd_run},  {"stats", cmd_stats},
                 {"jobs", cmd_jobs},       {"retry", cmd_retry},     {"cancel", cmd_cancel}, {"top", cmd_top},
-                {"cron", cmd_cron},       {"limits", cmd_limits},   {"config", cmd_config}};
+                {"cron", cmd_cron},       {"limits", cmd_limits},   {"config", cmd_config}, {"pause", cmd_pause},
+                {"resume", cmd_pause},    {"web", sq_web_main}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 1, argv + 1);

@@ -13,7 +13,9 @@
  *    plus what finished after its watermark;
  *  - percentiles and throughput read executions started in the last hour
  *    through the BRIN index on started_at.
- * Each command reads in one REPEATABLE READ READ ONLY transaction, so its
+ * Both also list what is paused (skipq.paused, sql/054_pause.sql).
+ * The fetch functions return the results (skipq web reads them too); the
+ * print functions format them. Each command reads in one REPEATABLE READ READ ONLY transaction, so its
  * numbers are of one moment.
  */
 #include "cli/stats.h"
@@ -174,7 +176,11 @@ static const char STATS_SQL[] =
     "        pg_catalog.round(p.p[3]::pg_catalog.numeric, 1) AS p99_ms,"
     "        EXISTS (SELECT 1 FROM skipq.hosts h WHERE skipq.host_alive(h.heartbeat_at, h.heartbeat_ms)"
     "                  AND (k.queue OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) k.kind)"
-    "                      OPERATOR(pg_catalog.=) ANY (h.serves)) AS served"
+    "                      OPERATOR(pg_catalog.=) ANY (h.serves)) AS served,"
+    "        EXISTS (SELECT 1 FROM skipq.paused z"
+    "                 WHERE (z.scope OPERATOR(pg_catalog.=) 'queue' AND z.name OPERATOR(pg_catalog.=) k.queue)"
+    "                    OR (z.scope OPERATOR(pg_catalog.=) 'kind' AND z.name OPERATOR(pg_catalog.=) k.kind))"
+    "          AS paused"
     "   FROM k"
     "   LEFT JOIN cur c ON c.queue OPERATOR(pg_catalog.=) k.queue AND c.kind OPERATOR(pg_catalog.=) k.kind"
     "   LEFT JOIN fin f ON f.queue OPERATOR(pg_catalog.=) k.queue AND f.kind OPERATOR(pg_catalog.=) k.kind"
@@ -192,6 +198,11 @@ static const char HOSTS_SQL[] =
     "       pg_catalog.to_char(h.started_at, 'YYYY-MM-DD HH24:MI:SSOF') AS started_at,"
     "       %s AS queues, %s AS kinds, h.name, h.pid, h.heartbeat_ms"
     "  FROM skipq.hosts h ORDER BY h.name, h.id";
+
+/* What operators paused (skipq pause, sql/054_pause.sql). */
+static const char PAUSED_SQL[] =
+    "SELECT scope, name, pg_catalog.to_char(paused_at, 'YYYY-MM-DD HH24:MI:SSOF') AS paused_at, paused_by"
+    "  FROM skipq.paused ORDER BY scope DESC, name";
 
 /* The watermark, and where to start reading finished jobs. */
 static const char MARK_SQL[] =
@@ -226,61 +237,99 @@ static void print_unserved(FILE *out, const PGresult *res, bool json)
     }
 }
 
-bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
+/* "paused (no new claims): queue reports, kind email.send", or nothing. */
+static void print_paused(FILE *out, const PGresult *paused, bool json)
 {
-    PGresult *mark = NULL, *rows = NULL, *hosts = NULL;
+    if (json) {
+        json_rows(out, paused);
+        return;
+    }
+    for (int r = 0; r < PQntuples(paused); r++) {
+        fputs(r ? ", " : "\npaused (no new claims): ", out);
+        sq_fput_text(out, PQgetvalue(paused, r, 0), SIZE_MAX, 0);
+        fputc(' ', out);
+        sq_fput_text(out, PQgetvalue(paused, r, 1), SIZE_MAX, 0);
+    }
+    if (PQntuples(paused) > 0)
+        fputc('\n', out);
+}
+
+void sq_stats_clear(struct sq_stats_data *d)
+{
+    PQclear(d->mark);
+    PQclear(d->rows);
+    PQclear(d->hosts);
+    PQclear(d->paused);
+    memset(d, 0, sizeof *d);
+}
+
+bool sq_stats_fetch(PGconn *conn, bool json_arrays, struct sq_stats_data *d, char *err, size_t errlen)
+{
     bool ok = false;
     char hosts_sql[2048];
+    memset(d, 0, sizeof *d);
     if (!begin_snapshot(conn, err, errlen))
         return false;
-    if (!(mark = sq_db_query(conn, MARK_SQL, 0, NULL, err, errlen)))
+    if (!(d->mark = sq_db_query(conn, MARK_SQL, 0, NULL, err, errlen)))
         goto done;
-    if (PQntuples(mark) != 1) {
+    if (PQntuples(d->mark) != 1) {
         snprintf(err, errlen, "skipq.job_totals_mark is empty: run `skipq migrate`");
         goto done;
     }
-    const char *params[2] = {PQgetvalue(mark, 0, 0), PQgetvalue(mark, 0, 1)};
-    if (!(rows = sq_db_query(conn, STATS_SQL, 2, params, err, errlen)))
+    const char *params[2] = {PQgetvalue(d->mark, 0, 0), PQgetvalue(d->mark, 0, 1)};
+    if (!(d->rows = sq_db_query(conn, STATS_SQL, 2, params, err, errlen)))
         goto done;
     snprintf(hosts_sql, sizeof hosts_sql, HOSTS_SQL,
-             json ? "pg_catalog.array_to_json(h.queues)" : "pg_catalog.array_to_string(h.queues, ',')",
-             json ? "pg_catalog.array_to_json(h.kinds)" : "pg_catalog.array_to_string(h.kinds, ',')");
-    if (!(hosts = sq_db_query(conn, hosts_sql, 0, NULL, err, errlen)))
+             json_arrays ? "pg_catalog.array_to_json(h.queues)" : "pg_catalog.array_to_string(h.queues, ',')",
+             json_arrays ? "pg_catalog.array_to_json(h.kinds)" : "pg_catalog.array_to_string(h.kinds, ',')");
+    if (!(d->hosts = sq_db_query(conn, hosts_sql, 0, NULL, err, errlen)) ||
+        !(d->paused = sq_db_query(conn, PAUSED_SQL, 0, NULL, err, errlen)))
         goto done;
+    ok = true;
+done:
+    PQclear(PQexec(conn, "ROLLBACK"));
+    if (!ok)
+        sq_stats_clear(d);
+    return ok;
+}
+
+bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen)
+{
+    struct sq_stats_data d;
+    if (!sq_stats_fetch(conn, json, &d, err, errlen))
+        return false;
     if (json) {
         fputs("{\"queues\":", out);
-        json_rows(out, rows);
+        json_rows(out, d.rows);
         fputs(",\"unserved\":[", out);
-        print_unserved(out, rows, true);
-        fputs("],\"hosts\":", out);
-        json_rows(out, hosts);
+        print_unserved(out, d.rows, true);
+        fputs("],\"paused\":", out);
+        print_paused(out, d.paused, true);
+        fputs(",\"hosts\":", out);
+        json_rows(out, d.hosts);
         fputs(",\"totals_since\":", out);
-        sq_json_string(out, PQgetvalue(mark, 0, 2));
+        sq_json_string(out, PQgetvalue(d.mark, 0, 2));
         fputs("}\n", out);
     } else {
-        if (PQntuples(rows) == 0)
+        if (PQntuples(d.rows) == 0)
             fputs("(no jobs)\n", out);
         else
-            table_rows(out, rows, 0);
-        print_unserved(out, rows, false);
+            table_rows(out, d.rows, 0);
+        print_unserved(out, d.rows, false);
+        print_paused(out, d.paused, false);
         fputs("\nhosts:\n", out);
-        if (PQntuples(hosts) == 0)
+        if (PQntuples(d.hosts) == 0)
             fputs("(none registered)\n", out);
         else
-            table_rows(out, hosts, 0);
+            table_rows(out, d.hosts, 0);
         fprintf(out,
                 "\nready: runnable now; blocked: waiting for their parents (depends_on); oldest_ready_s: the longest a ready job has waited; expired: running past\n"
                 "its lease. *_1h and p50-p99 (handler milliseconds): the last hour. done, dead, cancelled: since\n"
                 "%s, kept when retention deletes jobs. alive: heartbeat within %d heartbeat intervals.\n",
-                PQgetvalue(mark, 0, 2), SQ_HOST_ALIVE_BEATS);
+                PQgetvalue(d.mark, 0, 2), SQ_HOST_ALIVE_BEATS);
     }
-    ok = true;
-done:
-    PQclear(mark);
-    PQclear(rows);
-    PQclear(hosts);
-    PQclear(PQexec(conn, "ROLLBACK"));
-    return ok;
+    sq_stats_clear(&d);
+    return true;
 }
 
 /* ---- top ------------------------------------------------------------------------- */
@@ -319,7 +368,9 @@ static const char TOP_QUEUES_SQL[] =
     "                         OPERATOR(pg_catalog./) $1::pg_catalog.int8, 1) AS done_per_s,"
     "        pg_catalog.round(coalesce(pg_catalog.min(x.failed), 0) OPERATOR(pg_catalog.*) 1000.0"
     "                         OPERATOR(pg_catalog./) $1::pg_catalog.int8, 1) AS failed_per_s,"
-    "        coalesce(pg_catalog.min(d.dead_1h), 0) AS dead_1h"
+    "        coalesce(pg_catalog.min(d.dead_1h), 0) AS dead_1h,"
+    "        EXISTS (SELECT 1 FROM skipq.paused z WHERE z.scope OPERATOR(pg_catalog.=) 'queue'"
+    "                   AND z.name OPERATOR(pg_catalog.=) k.queue) AS paused"
     "   FROM k LEFT JOIN cur c ON c.queue OPERATOR(pg_catalog.=) k.queue"
     "   LEFT JOIN ex x ON x.queue OPERATOR(pg_catalog.=) k.queue"
     "   LEFT JOIN dead d ON d.queue OPERATOR(pg_catalog.=) k.queue"
@@ -348,18 +399,39 @@ static double column_sum(const PGresult *res, int c)
     return s;
 }
 
-static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, char *err, size_t errlen)
+void sq_top_clear(struct sq_top_data *d)
+{
+    PQclear(d->head);
+    PQclear(d->rows);
+    PQclear(d->paused);
+    memset(d, 0, sizeof *d);
+}
+
+bool sq_top_fetch(PGconn *conn, int64_t window_ms, struct sq_top_data *d, char *err, size_t errlen)
 {
     char window[24];
-    snprintf(window, sizeof window, "%lld", (long long)o->window_ms);
+    snprintf(window, sizeof window, "%lld", (long long)window_ms);
     const char *params[1] = {window};
-    PGresult *head = NULL, *rows = NULL;
     bool ok = false;
+    memset(d, 0, sizeof *d);
     if (!begin_snapshot(conn, err, errlen))
         return false;
-    if (!(head = sq_db_query(conn, TOP_HEAD_SQL, 0, NULL, err, errlen)) ||
-        !(rows = sq_db_query(conn, TOP_QUEUES_SQL, 1, params, err, errlen)))
-        goto done;
+    if ((d->head = sq_db_query(conn, TOP_HEAD_SQL, 0, NULL, err, errlen)) &&
+        (d->rows = sq_db_query(conn, TOP_QUEUES_SQL, 1, params, err, errlen)) &&
+        (d->paused = sq_db_query(conn, PAUSED_SQL, 0, NULL, err, errlen)))
+        ok = true;
+    PQclear(PQexec(conn, "ROLLBACK"));
+    if (!ok)
+        sq_top_clear(d);
+    return ok;
+}
+
+static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, char *err, size_t errlen)
+{
+    struct sq_top_data d;
+    if (!sq_top_fetch(conn, o->window_ms, &d, err, errlen))
+        return false;
+    PGresult *head = d.head, *rows = d.rows;
     double done_s = column_sum(rows, 5), failed_s = column_sum(rows, 6);
     if (o->json) {
         fputs("{\"at\":", out);
@@ -376,6 +448,8 @@ static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, ch
             sq_json_string(out, PQgetvalue(head, 0, 4));
             fputc('}', out);
         }
+        fputs(",\"paused\":", out);
+        print_paused(out, d.paused, true);
         fputs(",\"queues\":", out);
         json_rows(out, rows);
         fputs("}\n", out);
@@ -390,6 +464,7 @@ static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, ch
             fputs("(no jobs)\n", out);
         else
             table_rows(out, rows, 0);
+        print_paused(out, d.paused, false);
         if (!PQgetisnull(head, 0, 4)) {
             fprintf(out, "\nlast error %s, job %s: ", PQgetvalue(head, 0, 5), PQgetvalue(head, 0, 3));
             sq_fput_text(out, PQgetvalue(head, 0, 4), 200, 0);
@@ -399,12 +474,8 @@ static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, ch
             fputc('\n', out);
     }
     fflush(out);
-    ok = true;
-done:
-    PQclear(head);
-    PQclear(rows);
-    PQclear(PQexec(conn, "ROLLBACK"));
-    return ok;
+    sq_top_clear(&d);
+    return true;
 }
 
 int sq_top_run(PGconn *conn, FILE *out, const struct sq_top_opts *o, char *err, size_t errlen)

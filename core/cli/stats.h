@@ -12,6 +12,26 @@
  * on failure. */
 bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen);
 
+/* What stats prints, read in one snapshot: the totals watermark (through,
+ * scan start, began_at text), a row per queue and kind (ready ... served,
+ * paused), the hosts (queues and kinds as JSON arrays when json_arrays,
+ * else comma-separated), and the paused set (scope, name, paused_at,
+ * paused_by). Clear with sq_stats_clear; on failure nothing is left. */
+struct sq_stats_data {
+    PGresult *mark, *rows, *hosts, *paused;
+};
+bool sq_stats_fetch(PGconn *conn, bool json_arrays, struct sq_stats_data *d, char *err, size_t errlen);
+void sq_stats_clear(struct sq_stats_data *d);
+
+/* What one refresh of top prints: the head (at, hosts, threads,
+ * last_error_job, last_error, last_error_at), a row per queue with rates
+ * over window_ms, and the paused set. */
+struct sq_top_data {
+    PGresult *head, *rows, *paused;
+};
+bool sq_top_fetch(PGconn *conn, int64_t window_ms, struct sq_top_data *d, char *err, size_t errlen);
+void sq_top_clear(struct sq_top_data *d);
+
 struct sq_top_opts {
     int64_t interval_ms; /* between refreshes */
     int64_t window_ms;   /* rates are over this much recent time */
