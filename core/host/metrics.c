@@ -10,37 +10,18 @@
  *   from one query the heartbeat thread runs every SAMPLE_MS on its own
  *   connection; a scrape reads the last sample under a mutex. Scrapes
  *   cannot add load to PostgreSQL, however often they come.
- * - We bind the socket ourselves and hand it to libmicrohttpd, so a port in
- *   use is reported with its errno instead of a bare "cannot start".
- * - The server runs on one thread of ours (started after the host blocked
- *   its signals, so it never takes a SIGTERM meant for the main loop),
- *   which drives libmicrohttpd's epoll loop with MHD_run. libmicrohttpd's
- *   callbacks run on that thread too, so the connection table below needs
- *   no lock, and a descriptor in it is never closed under our feet.
- * - Whoever can reach the port must not be able to keep /healthz from
- *   answering. libmicrohttpd's connection timeout restarts with every byte
- *   received, so a client trickling a request (or 32 of them) would hold
- *   its connection for ever. Hence three limits of our own:
- *   - a deadline: every request must arrive and be answered within
- *     DEADLINE_MS of the connection's start (or of the previous answer, on
- *     a kept-alive connection); past it the connection is cut, however busy;
- *   - PER_ADDRESS connections per client address: one more cuts that
- *     address's oldest, so a monitoring system's fresh request goes ahead of
- *     the connections that have been dawdling from the same address;
- *   - MAX_CONNECTIONS in all: beyond them libmicrohttpd stops accepting, and
- *     new connections wait in the listen backlog until the deadline frees
- *     slots.
- *   libmicrohttpd's own per-IP limit is not used: it refuses the newcomer,
- *   which is the wrong one when a prober shares its address with whoever
- *   holds the slots.
+ * - The server (common/http.c, shared with the dashboard) runs on one
+ *   thread of ours, started after the host blocked its signals, so it
+ *   never takes a SIGTERM meant for the main loop. Whoever can reach the
+ *   port cannot keep /healthz from answering: every request has a
+ *   deadline, and a client address a few connections at most (http.c says
+ *   how and why).
  */
 #include "host/metrics.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +31,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/http.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "host/kinds.h"
@@ -57,26 +39,13 @@
 #include "host/state.h"
 
 #define SAMPLE_MS 5000
-#define DEADLINE_MS 5000
-#define PER_ADDRESS 8
-#define MAX_CONNECTIONS 64
-
-/* A connection libmicrohttpd holds, as its socket context. */
-struct http_conn {
-    bool used;
-    bool cut;      /* shut down; libmicrohttpd closes it on its next round */
-    int fd;
-    struct sockaddr_storage addr;
-    int64_t since; /* start, or end of the previous request (ms) */
-};
 
 struct sq_metrics {
     struct sq_host *h;
-    struct MHD_Daemon *daemon;
+    struct sq_http *http;
     pthread_t thread;
     bool running;
     int stop_fd; /* eventfd: the server thread returns when it is readable */
-    struct http_conn conns[MAX_CONNECTIONS];
     char *queues_array; /* the groups' queues, text[] literal */
     pthread_mutex_t lock; /* guards the sample below */
     bool sampled;
@@ -305,174 +274,25 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char 
     return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics or /healthz\n");
 }
 
-static int bind_listen(const struct sq_config *cfg, char *err, size_t errlen)
-{
-    int fd = socket(cfg->metrics_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd < 0) {
-        snprintf(err, errlen, "[metrics] listen = %s: cannot create a socket: %s", cfg->metrics_listen,
-                 strerror(errno));
-        return -1;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (cfg->metrics_addr.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-    if (bind(fd, (const struct sockaddr *)&cfg->metrics_addr, cfg->metrics_addrlen) != 0 || listen(fd, 64) != 0) {
-        snprintf(err, errlen, "%s:%d: [metrics] listen = %s: cannot listen there: %s", cfg->path, cfg->metrics_line,
-                 cfg->metrics_listen, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* ---- connection limits (server thread) -------------------------------------------- */
-
-static bool same_address(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    if (a->ss_family != b->ss_family)
-        return false;
-    if (a->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->ss_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
-                      sizeof(struct in6_addr)) == 0;
-    return true;
-}
-
-static void cut(struct http_conn *c)
-{
-    if (c->used && !c->cut) {
-        shutdown(c->fd, SHUT_RDWR);
-        c->cut = true;
-    }
-}
-
-/* One connection more from c's address than allowed: cut its oldest. */
-static void limit_address(struct sq_metrics *m, struct http_conn *c)
-{
-    struct http_conn *oldest = NULL;
-    int n = 0;
-    for (int i = 0; i < MAX_CONNECTIONS; i++) {
-        struct http_conn *o = &m->conns[i];
-        if (!o->used || o->cut || !same_address(&o->addr, &c->addr))
-            continue;
-        n++;
-        if (o != c && (!oldest || o->since < oldest->since))
-            oldest = o;
-    }
-    if (n > PER_ADDRESS && oldest)
-        cut(oldest);
-}
-
-static void conn_started(struct sq_metrics *m, struct MHD_Connection *conn, void **socket_context)
-{
-    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    const union MHD_ConnectionInfo *addr = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    struct http_conn *c = NULL;
-    for (int i = 0; i < MAX_CONNECTIONS && !c; i++)
-        c = m->conns[i].used ? NULL : &m->conns[i];
-    if (!fd || !c) { /* cannot happen: libmicrohttpd holds at most MAX_CONNECTIONS */
-        if (fd)
-            shutdown(fd->connect_fd, SHUT_RDWR);
-        return;
-    }
-    memset(c, 0, sizeof *c);
-    c->used = true;
-    c->fd = fd->connect_fd;
-    c->since = sq_now_ms();
-    if (addr && addr->client_addr) {
-        sa_family_t family = addr->client_addr->sa_family;
-        memcpy(&c->addr, addr->client_addr,
-               family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
-    }
-    *socket_context = c;
-    limit_address(m, c);
-}
-
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
-{
-    struct sq_metrics *m = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        conn_started(m, conn, socket_context);
-    } else if (*socket_context) {
-        struct http_conn *c = *socket_context;
-        c->used = false;
-        *socket_context = NULL;
-    }
-}
-
-/* A request answered: a kept-alive connection's next one has its own deadline. */
-static void on_completed(void *cls, struct MHD_Connection *conn, void **state,
-                         enum MHD_RequestTerminationCode code)
-{
-    (void)cls;
-    (void)state;
-    (void)code;
-    const union MHD_ConnectionInfo *i = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    struct http_conn *c = i ? i->socket_context : NULL;
-    if (c)
-        c->since = sq_now_ms();
-}
-
-/* Cut what is past its deadline; ms until the next deadline (-1: none). */
-static int cut_late(struct sq_metrics *m)
-{
-    int64_t now = sq_now_ms(), next = -1;
-    for (int i = 0; i < MAX_CONNECTIONS; i++) {
-        struct http_conn *c = &m->conns[i];
-        if (!c->used || c->cut)
-            continue;
-        int64_t left = c->since + DEADLINE_MS - now;
-        if (left <= 0)
-            cut(c);
-        else if (next < 0 || left < next)
-            next = left;
-    }
-    return (int)next;
-}
-
 static void *serve_loop(void *arg)
 {
     struct sq_metrics *m = arg;
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-    if (!info) {
-        log_error("metrics: libmicrohttpd has no epoll descriptor; /metrics and /healthz will not answer");
-        return NULL;
-    }
-    struct pollfd p[2] = {{.fd = info->epoll_fd, .events = POLLIN}, {.fd = m->stop_fd, .events = POLLIN}};
-    for (;;) {
-        MHD_UNSIGNED_LONG_LONG mhd_ms = 0;
-        int timeout = cut_late(m);
-        if (MHD_get_timeout(m->daemon, &mhd_ms) == MHD_YES && (timeout < 0 || mhd_ms < (unsigned)timeout))
-            timeout = (int)mhd_ms;
-        if (poll(p, 2, timeout) < 0 && errno != EINTR) {
-            log_error("metrics: poll failed: %s; /metrics and /healthz stop answering", strerror(errno));
-            return NULL;
-        }
-        if (p[1].revents)
-            return NULL;
-        MHD_run(m->daemon);
-    }
+    char err[256];
+    if (!sq_http_run(m->http, m->stop_fd, err, sizeof err))
+        log_error("metrics: %s; /metrics and /healthz stop answering", err);
+    return NULL;
 }
 
 /* ---- start and stop ---------------------------------------------------------------- */
 
-static bool start_server(struct sq_metrics *m, int fd, char *err, size_t errlen)
+static bool start_server(struct sq_metrics *m, char *err, size_t errlen)
 {
     const struct sq_config *cfg = sq_host_config(m->h);
-    unsigned flags = MHD_USE_EPOLL | (cfg->metrics_addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, serve, m, MHD_OPTION_LISTEN_SOCKET, fd,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(DEADLINE_MS / 1000),
-                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, m,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_END);
-    if (!m->daemon) {
-        snprintf(err, errlen, "[metrics] listen = %s: cannot start the HTTP server", cfg->metrics_listen);
-        close(fd);
+    char what[400];
+    snprintf(what, sizeof what, "%s:%d: [metrics] listen = %s", cfg->path, cfg->metrics_line, cfg->metrics_listen);
+    m->http = sq_http_start(&cfg->metrics_addr, cfg->metrics_addrlen, what, serve, NULL, m, err, errlen);
+    if (!m->http)
         return false;
-    }
     int rc = pthread_create(&m->thread, NULL, serve_loop, m);
     if (rc != 0) {
         snprintf(err, errlen, "metrics: cannot start the HTTP server's thread: %s", strerror(rc));
@@ -488,7 +308,6 @@ struct sq_metrics *sq_metrics_start(struct sq_host *h, char *err, size_t errlen)
     size_t ngroups = sq_host_ngroups(h);
     struct sq_metrics *m = calloc(1, sizeof *m);
     const char **queues = calloc(ngroups ? ngroups : 1, sizeof *queues);
-    int fd = -1;
     if (m) {
         pthread_mutex_init(&m->lock, NULL);
         m->stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -503,8 +322,7 @@ struct sq_metrics *sq_metrics_start(struct sq_host *h, char *err, size_t errlen)
     m->oldest_age = calloc(ngroups ? ngroups : 1, sizeof *m->oldest_age);
     if (!m->queues_array || !m->ready || !m->oldest_age)
         goto oom;
-    fd = bind_listen(cfg, err, errlen);
-    if (fd < 0 || !start_server(m, fd, err, errlen))
+    if (!start_server(m, err, errlen))
         goto fail;
     free(queues);
     log_info("metrics: serving /metrics and /healthz on %s", cfg->metrics_listen);
@@ -527,12 +345,7 @@ void sq_metrics_stop(struct sq_metrics *m)
             log_warn("metrics: cannot stop the HTTP server's thread: %s", strerror(errno));
         pthread_join(m->thread, NULL);
     }
-    if (m->daemon) {
-        int fd = MHD_quiesce_daemon(m->daemon);
-        MHD_stop_daemon(m->daemon);
-        if (fd >= 0)
-            close(fd);
-    }
+    sq_http_stop(m->http);
     if (m->stop_fd >= 0)
         close(m->stop_fd);
     pthread_mutex_destroy(&m->lock);

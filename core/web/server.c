@@ -7,18 +7,9 @@
  *   A dashboard serves a few people; every statement it sends is bounded
  *   by statement_timeout (web.c), so no request holds the others for long,
  *   and the connection table below needs no lock.
- * - The limits are those of /metrics (host/metrics.c, whose approach this
- *   copies; the two belong in one module): libmicrohttpd's own timeout
- *   restarts with every byte, so a client trickling a request would hold
- *   its connection for ever. Hence
- *   - a deadline: a request must arrive and be answered within DEADLINE_MS
- *     of the connection's start (or of the previous answer, when kept
- *     alive); past it the connection is cut, however busy;
- *   - PER_ADDRESS connections per client address: one more cuts that
- *     address's oldest (libmicrohttpd's per-IP limit would refuse the
- *     newcomer, which is the wrong one);
- *   - MAX_CONNECTIONS in all: beyond them new connections wait in the
- *     listen backlog until the deadline frees slots.
+ * - The server and its limits are those of /metrics (common/http.c): a
+ *   deadline per request, connections per client address, connections in
+ *   all, so a client trickling a request cannot hold the dashboard.
  * - A request body (the JSON of an action) is collected up to
  *   SQ_WEB_MAX_BODY; beyond it the rest is read and dropped and the
  *   request answered 413, so a large upload costs no memory.
@@ -31,20 +22,11 @@
  */
 #include "web/server.h"
 
-#include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "common/util.h"
-
-#define DEADLINE_MS 5000
-#define PER_ADDRESS 8
-#define MAX_CONNECTIONS 64
+#include "common/http.h"
 
 /* default-src 'none': nothing loads unless named here. Styles come only
  * from the style sheet under /assets; the scripts set style properties
@@ -52,14 +34,6 @@
  * are refused. */
 static const char CSP[] = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                           "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
-struct http_conn {
-    bool used;
-    bool cut; /* shut down; libmicrohttpd closes it on its next round */
-    int fd;
-    struct sockaddr_storage addr;
-    int64_t since; /* start, or end of the previous request (ms) */
-};
 
 /* A request's body as it arrives. */
 struct body {
@@ -69,10 +43,9 @@ struct body {
 };
 
 struct sq_server {
-    struct MHD_Daemon *daemon;
+    struct sq_http *http;
     sq_request_fn fn;
     void *cls;
-    struct http_conn conns[MAX_CONNECTIONS];
 };
 
 /* ---- responses ------------------------------------------------------------------------ */
@@ -134,139 +107,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return s->fn(s->cls, &r);
 }
 
-/* ---- connection limits ---------------------------------------------------------------- */
-
-static bool same_address(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    if (a->ss_family != b->ss_family)
-        return false;
-    if (a->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-    if (a->ss_family == AF_INET6)
-        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)b)->sin6_addr,
-                      sizeof(struct in6_addr)) == 0;
-    return true;
-}
-
-static void cut(struct http_conn *c)
-{
-    if (c->used && !c->cut) {
-        shutdown(c->fd, SHUT_RDWR);
-        c->cut = true;
-    }
-}
-
-/* One connection more from c's address than allowed: cut its oldest. */
-static void limit_address(struct sq_server *s, struct http_conn *c)
-{
-    struct http_conn *oldest = NULL;
-    int n = 0;
-    for (int i = 0; i < MAX_CONNECTIONS; i++) {
-        struct http_conn *o = &s->conns[i];
-        if (!o->used || o->cut || !same_address(&o->addr, &c->addr))
-            continue;
-        n++;
-        if (o != c && (!oldest || o->since < oldest->since))
-            oldest = o;
-    }
-    if (n > PER_ADDRESS && oldest)
-        cut(oldest);
-}
-
-static void conn_started(struct sq_server *s, struct MHD_Connection *conn, void **socket_context)
-{
-    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    const union MHD_ConnectionInfo *addr = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    struct http_conn *c = NULL;
-    for (int i = 0; i < MAX_CONNECTIONS && !c; i++)
-        c = s->conns[i].used ? NULL : &s->conns[i];
-    if (!fd || !c) { /* cannot happen: libmicrohttpd holds at most MAX_CONNECTIONS */
-        if (fd)
-            shutdown(fd->connect_fd, SHUT_RDWR);
-        return;
-    }
-    memset(c, 0, sizeof *c);
-    c->used = true;
-    c->fd = fd->connect_fd;
-    c->since = sq_now_ms();
-    if (addr && addr->client_addr) {
-        sa_family_t family = addr->client_addr->sa_family;
-        memcpy(&c->addr, addr->client_addr,
-               family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
-    }
-    *socket_context = c;
-    limit_address(s, c);
-}
-
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
-{
-    struct sq_server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        conn_started(s, conn, socket_context);
-    } else if (*socket_context) {
-        struct http_conn *c = *socket_context;
-        c->used = false;
-        *socket_context = NULL;
-    }
-}
-
-/* A request answered (or dropped): free its body; a kept-alive
- * connection's next request has a deadline of its own. */
-static void on_completed(void *cls, struct MHD_Connection *conn, void **state, enum MHD_RequestTerminationCode code)
+/* A request over (answered or dropped): its body goes. */
+static void request_done(void *cls, void **state)
 {
     (void)cls;
-    (void)code;
     struct body *b = *state;
     if (b) {
         free(b->buf);
         free(b);
         *state = NULL;
     }
-    const union MHD_ConnectionInfo *i = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    struct http_conn *c = i ? i->socket_context : NULL;
-    if (c)
-        c->since = sq_now_ms();
-}
-
-/* Cut what is past its deadline; ms until the next deadline (-1: none). */
-static int cut_late(struct sq_server *s)
-{
-    int64_t now = sq_now_ms(), next = -1;
-    for (int i = 0; i < MAX_CONNECTIONS; i++) {
-        struct http_conn *c = &s->conns[i];
-        if (!c->used || c->cut)
-            continue;
-        int64_t left = c->since + DEADLINE_MS - now;
-        if (left <= 0)
-            cut(c);
-        else if (next < 0 || left < next)
-            next = left;
-    }
-    return (int)next;
 }
 
 /* ---- start, run, stop ----------------------------------------------------------------- */
-
-static int bind_listen(const struct sockaddr_storage *addr, socklen_t addrlen, const char *text, char *err,
-                       size_t errlen)
-{
-    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd < 0) {
-        snprintf(err, errlen, "--listen %s: cannot create a socket: %s", text, strerror(errno));
-        return -1;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (addr->ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-    if (bind(fd, (const struct sockaddr *)addr, addrlen) != 0 || listen(fd, 64) != 0) {
-        snprintf(err, errlen, "--listen %s: cannot listen there: %s", text, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 struct sq_server *sq_server_start(const struct sockaddr_storage *addr, socklen_t addrlen, const char *listen_text,
                                   sq_request_fn fn, void *cls, char *err, size_t errlen)
@@ -278,20 +131,10 @@ struct sq_server *sq_server_start(const struct sockaddr_storage *addr, socklen_t
     }
     s->fn = fn;
     s->cls = cls;
-    int fd = bind_listen(addr, addrlen, listen_text, err, errlen);
-    if (fd < 0) {
-        free(s);
-        return NULL;
-    }
-    unsigned flags = MHD_USE_EPOLL | (addr->ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(DEADLINE_MS / 1000),
-                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_NOTIFY_COMPLETED,
-                                 on_completed, s, MHD_OPTION_END);
-    if (!s->daemon) {
-        snprintf(err, errlen, "--listen %s: cannot start the HTTP server", listen_text);
-        close(fd);
+    char what[300];
+    snprintf(what, sizeof what, "--listen %s", listen_text);
+    s->http = sq_http_start(addr, addrlen, what, on_request, request_done, s, err, errlen);
+    if (!s->http) {
         free(s);
         return NULL;
     }
@@ -300,36 +143,13 @@ struct sq_server *sq_server_start(const struct sockaddr_storage *addr, socklen_t
 
 bool sq_server_run(struct sq_server *s, int stop_fd, char *err, size_t errlen)
 {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-    if (!info) {
-        snprintf(err, errlen, "libmicrohttpd has no epoll descriptor");
-        return false;
-    }
-    struct pollfd p[2] = {{.fd = info->epoll_fd, .events = POLLIN}, {.fd = stop_fd, .events = POLLIN}};
-    for (;;) {
-        MHD_UNSIGNED_LONG_LONG mhd_ms = 0;
-        int timeout = cut_late(s);
-        if (MHD_get_timeout(s->daemon, &mhd_ms) == MHD_YES && (timeout < 0 || mhd_ms < (unsigned)timeout))
-            timeout = (int)mhd_ms;
-        if (poll(p, 2, timeout) < 0 && errno != EINTR) {
-            snprintf(err, errlen, "poll failed: %s", strerror(errno));
-            return false;
-        }
-        if (p[1].revents)
-            return true;
-        MHD_run(s->daemon);
-    }
+    return sq_http_run(s->http, stop_fd, err, errlen);
 }
 
 void sq_server_stop(struct sq_server *s)
 {
     if (!s)
         return;
-    if (s->daemon) {
-        int fd = MHD_quiesce_daemon(s->daemon);
-        MHD_stop_daemon(s->daemon);
-        if (fd >= 0)
-            close(fd);
-    }
+    sq_http_stop(s->http);
     free(s);
 }
