@@ -257,6 +257,24 @@ static int common_options_only(const char *cmd, const char *help, int argc, char
     return -1;
 }
 
+/* For commands whose only option of their own is --json: parse it and the
+ * common ones. Returns -1 to go on, or the exit code (0 after --help). */
+static int json_options_only(const char *cmd, const char *help, int argc, char **argv, struct common *c, bool *json)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
+    int o;
+    while ((o = next_opt(argc, argv, "", opts, c)) != -1) {
+        if (o == 'h') {
+            fputs(help, stdout);
+            return 0;
+        }
+        if (o != 'j')
+            return usage_error(cmd, "%s", "invalid option");
+        *json = true;
+    }
+    return -1;
+}
+
 /* ---- migrate -------------------------------------------------------------- */
 
 /* Migrate's wait for another session's lock: say who holds it. */
@@ -1025,19 +1043,11 @@ static int cmd_cron(int argc, char **argv)
     static const char help[] = "usage: skipq cron [--json] [-c FILE] [--db CONNINFO]\n\n"
                                "The cron schedules hosts have registered ([cron NAME] sections), with the\n"
                                "last tick each has enqueued.\n";
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
     struct common c = {0};
     bool json = false;
-    int o;
-    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
-        if (o == 'h') {
-            fputs(help, stdout);
-            return 0;
-        }
-        if (o != 'j')
-            return usage_error("cron", "%s", "invalid option");
-        json = true;
-    }
+    int done = json_options_only("cron", help, argc, argv, &c, &json);
+    if (done >= 0)
+        return done;
     if (optind < argc)
         return usage_error("cron", "unexpected argument \"%s\"", argv[optind]);
     int rc;
@@ -1060,19 +1070,11 @@ static int cmd_limits(int argc, char **argv)
         "them at start from [kind NAME]; `clear` removes a kind's limits (hosts stop\n"
         "enforcing them within a heartbeat, and set them again when they restart\n"
         "with them in their INI).\n";
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
     struct common c = {0};
     bool json = false;
-    int o;
-    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
-        if (o == 'h') {
-            fputs(help, stdout);
-            return 0;
-        }
-        if (o != 'j')
-            return usage_error("limits", "%s", "invalid option");
-        json = true;
-    }
+    int done = json_options_only("limits", help, argc, argv, &c, &json);
+    if (done >= 0)
+        return done;
     bool clear = optind < argc && strcmp(argv[optind], "clear") == 0;
     if (clear && (optind + 2 != argc || !sq_valid_name(argv[optind + 1])))
         return usage_error("limits", "%s", "clear takes one kind name");
@@ -1161,21 +1163,11 @@ static int cmd_stats(int argc, char **argv)
         "ready jobs that no live host serves, and the registered hosts.\n"
         "--json prints one object: {\"queues\": [...], \"unserved\": [...],\n"
         "\"hosts\": [...], \"totals_since\": \"...\"}.\n";
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
     struct common c = {0};
     bool json = false;
-    int o;
-    while ((o = next_opt(argc, argv, "", opts, &c)) != -1) {
-        if (o == 'h') {
-            fputs(help, stdout);
-            return 0;
-        }
-        if (o == 'j') {
-            json = true;
-            continue;
-        }
-        return usage_error("stats", "%s", "invalid option");
-    }
+    int done = json_options_only("stats", help, argc, argv, &c, &json);
+    if (done >= 0)
+        return done;
     if (optind < argc)
         return usage_error("stats", "unexpected argument \"%s\"", argv[optind]);
     int rc;
