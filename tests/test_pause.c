@@ -262,6 +262,10 @@ Test(pause, a_kind_paused_while_a_host_runs_stops_being_claimed_and_its_running_
     char after[64];
     snprintf(after, sizeof after, "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
+    /* the pause binds from one heartbeat on: enqueue after that */
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 5000, "SELECT (now() > paused_at + interval '500 ms')::int"
+                                                  " FROM skipq.paused"),
+                 1);
     for (int i = 0; i < 4; i++) {
         th_enqueue(db.conn, "test.other", "{}", "default", 0, 5);
         th_enqueue(db.conn, "test", "{}", "default", 0, 5);
