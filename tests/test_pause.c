@@ -1,12 +1,9 @@
 /*
  * test_pause.c -- pausing a queue or a kind: `skipq pause` and `skipq
  * resume`, skipq.pause() and skipq.resume() (sql/054_pause.sql), and what
- * stats and top show.
- *
- * The hosts' side -- no claim of a paused queue or kind within one
- * heartbeat, running jobs finishing, a resume claiming again, /metrics
- * saying so -- lives in core/host/. Its tests are here, skipped with a
- * message until that side lands: set SKIPQ_TEST_HOST_PAUSE=1 to run them.
+ * stats and top show; and the hosts' side (core/host/pause.c): no claim of
+ * a paused queue or kind within one heartbeat, running jobs finishing, a
+ * resume claiming again, /metrics saying so.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -157,13 +154,7 @@ Test(pause, only_a_role_allowed_to_may_pause, .timeout = 60)
     PQfinish(db.conn);
 }
 
-/* ---- the hosts (core/host/: not there yet) ------------------------------------------------------- */
-
-static void host_side_or_skip(void)
-{
-    if (!getenv("SKIPQ_TEST_HOST_PAUSE"))
-        cr_skip_test("the hosts' side of pause (core/host/) has not landed yet; SKIPQ_TEST_HOST_PAUSE=1 runs this");
-}
+/* ---- the hosts (core/host/pause.c) ----------------------------------------------------------------- */
 
 /* Jobs of `kind` on `queue` that have started (an execution) since the
  * pause took effect: `at` is a timestamptz literal. */
@@ -177,7 +168,6 @@ static long long claimed_since(PGconn *c, const char *kind, const char *at)
 
 Test(pause, a_host_stops_claiming_a_paused_queue_within_one_heartbeat_and_claims_again_on_resume, .timeout = 120)
 {
-    host_side_or_skip();
     struct th_db db;
     th_db_new(&db);
     char ledger[600];
@@ -217,11 +207,11 @@ Test(pause, a_host_stops_claiming_a_paused_queue_within_one_heartbeat_and_claims
     cr_expect_eq(th_host_stop(host, 15000), 0);
     th_assert_clean_log(ini);
     th_check_invariants(db.conn);
+    PQfinish(db.conn);
 }
 
 Test(pause, a_paused_kind_is_not_claimed_on_any_queue_while_its_neighbours_run, .timeout = 120)
 {
-    host_side_or_skip();
     struct th_db db;
     th_db_new(&db);
     char *out = NULL;
@@ -250,6 +240,56 @@ Test(pause, a_paused_kind_is_not_claimed_on_any_queue_while_its_neighbours_run, 
                  10);
     cr_expect_eq(th_host_stop(host, 15000), 0);
     th_assert_clean_log(ini);
+    PQfinish(db.conn);
+}
+
+Test(pause, a_kind_paused_while_a_host_runs_stops_being_claimed_and_its_running_job_finishes, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    char *ini = th_host_ini(&db, "pr", NULL, NULL,
+                            "kinds = test, test.other\n\n[queue default]\nthreads = 2\nkinds = test, test.other\n");
+    pid_t host = th_host_start(ini);
+    int64_t slow = th_enqueue(db.conn, "test.other", "{\"sleep_ms\": 2000}", "default", 0, 5);
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = 'running'",
+             (long long)slow);
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 20000, sql), 1, "the host never started the first job");
+    char *out = NULL;
+    cr_assert_eq(th_cli(&out, NULL, "pause", "--kind", "test.other", "--db", db.conninfo, NULL), 0);
+    free(out);
+    PGresult *r = th_query(db.conn, "SELECT (paused_at + interval '500 ms')::text FROM skipq.paused");
+    char after[64];
+    snprintf(after, sizeof after, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    /* the pause binds from one heartbeat on: enqueue after that */
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 5000, "SELECT (now() > paused_at + interval '500 ms')::int"
+                                                  " FROM skipq.paused"),
+                 1);
+    for (int i = 0; i < 4; i++) {
+        th_enqueue(db.conn, "test.other", "{}", "default", 0, 5);
+        th_enqueue(db.conn, "test", "{}", "default", 0, 5);
+    }
+    /* the running job of the paused kind finishes; the other kind runs on */
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = 'done'", (long long)slow);
+    cr_expect_eq(th_wait_scalar(db.conn, 1, 20000, sql), 1, "the job running at the pause did not finish");
+    cr_expect_eq(th_wait_scalar(db.conn, 4, 20000, "SELECT count(*) FROM skipq.jobs WHERE kind = 'test'"
+                                                   " AND status = 'done'"),
+                 4, "the kind beside the paused one stopped too");
+    cr_expect_eq(th_wait_scalar(db.conn, 1, 3000, "SELECT (count(*) > 0)::int FROM skipq.jobs"
+                                                  " WHERE kind = 'test.other' AND payload = '{}' AND status <> 'pending'"),
+                 0, "a paused kind was claimed");
+    cr_expect_eq(claimed_since(db.conn, "test.other", after), 0,
+                 "claims of the kind started more than a heartbeat after the pause");
+    cr_assert_eq(th_cli(&out, NULL, "resume", "--kind", "test.other", "--db", db.conninfo, NULL), 0);
+    free(out);
+    cr_expect_eq(th_wait_scalar(db.conn, 5, 20000, "SELECT count(*) FROM skipq.jobs WHERE kind = 'test.other'"
+                                                   " AND status = 'done'"),
+                 5, "resumed, the kind was not claimed again");
+    cr_expect_eq(th_host_stop(host, 15000), 0);
+    th_assert_clean_log(ini);
+    th_check_invariants(db.conn);
+    PQfinish(db.conn);
 }
 
 /* The value of the /metrics sample `series` (name{labels}), -1 when absent. */
@@ -279,7 +319,6 @@ static bool scrape_until(int port, const char *series, double want)
 
 Test(pause, metrics_show_what_a_host_has_paused, .timeout = 120)
 {
-    host_side_or_skip();
     struct th_db db;
     th_db_new(&db);
     int port = 0;
@@ -315,4 +354,5 @@ Test(pause, metrics_show_what_a_host_has_paused, .timeout = 120)
     cr_expect(scrape_until(port, q, 0), "%s is still 1 after resume", q);
     cr_expect_eq(th_host_stop(host, 15000), 0);
     th_assert_clean_log(ini);
+    PQfinish(db.conn);
 }

@@ -6,9 +6,9 @@
  *   leases of every running job in one statement, raises should-stop for
  *   jobs whose lease it could not extend (slots.c), and sweeps expired
  *   leases of dead hosts. Its rounds also carry the host registry
- *   (hosts.c), the scheduler (scheduler.c: cron ticks, the limited-kinds
- *   refresh, priority aging, dependencies), retention and the /metrics
- *   sample, each bounded so the next lease renewal is not held up for long.
+ *   (hosts.c), the paused queues and kinds (pause.c), the scheduler
+ *   (scheduler.c: cron ticks, the limited-kinds refresh, priority aging,
+ *   dependencies), retention and the /metrics sample, each bounded so the next lease renewal is not held up for long.
  * - It keeps beating while a stopping host drains its handlers (their
  *   leases must hold until the end), and leaves the registry as soon as
  *   the host stops claiming.
@@ -26,6 +26,7 @@
 #include "host/hosts.h"
 #include "host/kinds.h"
 #include "host/metrics.h"
+#include "host/pause.h"
 #include "host/queue.h"
 #include "host/scheduler.h"
 #include "host/session.h"
@@ -110,6 +111,17 @@ static void count_reaped(void *arg, const char *kind)
         atomic_fetch_add_explicit(&k->lost, 1, memory_order_relaxed);
 }
 
+/* Read skipq.paused; a failure is logged once per outage. */
+static void pause_round(struct sq_host *h, PGconn *conn, bool *warned)
+{
+    char err[512];
+    sq_host_take_paused(h);
+    bool ok = sq_pause_refresh(h, conn, err, sizeof err);
+    if (!ok && !*warned)
+        log_warn("cannot read the paused queues and kinds (what was paused stays paused here): %s", err);
+    *warned = !ok;
+}
+
 static void mark_hb_conn(struct sq_host *h, bool up)
 {
     atomic_store(&h->hb_connected, up);
@@ -130,7 +142,7 @@ void *sq_heartbeat_main(void *arg)
                           .slot = calloc(cap, sizeof(struct sq_slot *)),
                           .state = calloc(cap, 1)};
     PGconn *conn = NULL;
-    bool reported = false, registered = false, registry_warned = false, gone = false;
+    bool reported = false, registered = false, registry_warned = false, gone = false, pause_warned = false;
     char err[512];
     int64_t next = 0, next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
     bool retention_behind = false;
@@ -149,6 +161,10 @@ void *sq_heartbeat_main(void *arg)
              * next round, so a child is not late by up to a heartbeat. */
             if (conn && !atomic_load(&h->stopping) && sq_host_take_deps(h))
                 sq_deps_round(h, conn);
+            /* Paused or resumed ('!paused'): follow it now, not within a
+             * heartbeat. */
+            if (conn && !atomic_load(&h->stopping) && atomic_load(&h->paused_wake))
+                pause_round(h, conn, &pause_warned);
             /* Not sq_host_wait: this thread must keep beating while a
              * stopping host drains its handlers. */
             struct timespec ts = {0, 50 * 1000000L};
@@ -188,6 +204,7 @@ void *sq_heartbeat_main(void *arg)
             else if (reaped < 0)
                 log_warn("lease sweep failed: %s", err);
             registry_round(h, conn, &registered, &registry_warned);
+            pause_round(h, conn, &pause_warned);
             sq_sched_round(h, conn);
             if (retention && sq_now_ms() >= next_retention) {
                 /* Behind (the last round ran out of time with more to

@@ -37,6 +37,7 @@
 #include "host/listen.h"
 #include "host/metrics.h"
 #include "host/notify.h"
+#include "host/pause.h"
 #include "host/plugin.h"
 #include "host/queue.h"
 #include "host/reload.h"
@@ -353,6 +354,7 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
 
 static void host_free(struct sq_host *h)
 {
+    sq_pause_free(h);
     for (size_t i = 0; i < h->ngroups; i++) {
         pthread_cond_destroy(&h->groups[i].wake);
         free(h->groups[i].kinds);

@@ -29,6 +29,7 @@ struct sq_kind {
     atomic_ulong claimed, done, retried, dead, fenced, lost, cancelled;
     atomic_ulong duration_buckets[SQ_DURATION_BUCKETS + 1]; /* not cumulative; last is +Inf */
     atomic_ullong duration_sum_us;
+    atomic_bool paused; /* paused on every queue (skipq.paused), as pause.c last read it */
 };
 
 /* Every registered kind, sorted by name. */

@@ -8,7 +8,8 @@
  * delayed jobs (sql/041_notify_delayed.sql) it passes on when they fall
  * due, and one idle thread wakes then. When an enqueue leaves children for
  * the dependency round (sql/050_scoped_keys.sql), it has the heartbeat
- * thread run that round at once.
+ * thread run that round at once; when a queue or a kind is paused or
+ * resumed (sql/054_pause.sql), it has it read skipq.paused at once.
  *
  * DESIGN
  * - A notification is a hint. Polling stays the path that guarantees
@@ -70,13 +71,18 @@ static int64_t due_ms(const char *s)
 /* "QUEUE": runnable jobs now; "QUEUE +MS": the earliest delayed job of an
  * insert falls due in MS milliseconds (sql/041_notify_delayed.sql);
  * "!deps": an enqueue left children for the dependency round
- * (sql/050_scoped_keys.sql; no queue name starts with '!'). A payload of
+ * (sql/050_scoped_keys.sql; no queue name starts with '!'); "!paused": a
+ * queue or a kind was paused or resumed (sql/054_pause.sql). A payload of
  * no form this host knows is ignored: notifications are hints, and any
  * role that can connect may send one. */
 static void announce(struct sq_host *h, char *payload)
 {
     if (strcmp(payload, "!deps") == 0) {
         sq_host_want_deps(h);
+        return;
+    }
+    if (strcmp(payload, "!paused") == 0) {
+        sq_host_want_paused(h);
         return;
     }
     char *sp = strchr(payload, ' ');
@@ -138,6 +144,7 @@ void *sq_listener_main(void *arg)
             delay = 100;
             last_traffic = sq_now_ms();
             sq_host_wake(h, NULL); /* anything notified while we were away */
+            sq_host_want_paused(h);
         }
         struct pollfd p = {.fd = PQsocket(conn), .events = POLLIN};
         int r = poll(&p, 1, LISTEN_POLL_MS);

@@ -165,6 +165,26 @@ static void put_queue_gauge(FILE *f, const struct sq_metrics *m, const char *nam
     }
 }
 
+/* What this host last read of skipq.paused: each queue it serves, each kind it runs. */
+static void put_paused(FILE *f, struct sq_metrics *m, struct sq_kinds *ks)
+{
+    put_header(f, "skipq_queue_paused", "gauge",
+               "1 while the queue is paused (skipq pause --queue): this host claims none of its jobs.");
+    for (size_t g = 0; g < sq_host_ngroups(m->h); g++) {
+        fputs("skipq_queue_paused{queue=\"", f);
+        put_label(f, sq_host_group_queue(m->h, g));
+        fprintf(f, "\"} %d\n", sq_host_group_paused(m->h, g) ? 1 : 0);
+    }
+    put_header(f, "skipq_kind_paused", "gauge",
+               "1 while the kind is paused (skipq pause --kind): this host claims it on no queue.");
+    for (size_t i = 0; i < sq_kinds_count(ks); i++) {
+        const struct sq_kind *k = sq_kinds_at(ks, i);
+        fputs("skipq_kind_paused{kind=\"", f);
+        put_label(f, k->name);
+        fprintf(f, "\"} %d\n", atomic_load(&k->paused) ? 1 : 0);
+    }
+}
+
 static void put_gauges(FILE *f, struct sq_metrics *m)
 {
     int nworkers, busy, up;
@@ -213,6 +233,7 @@ static char *render_metrics(struct sq_metrics *m, size_t *len)
                      offsetof(struct sq_kind, cancelled));
     put_histogram(f, ks);
     put_gauges(f, m);
+    put_paused(f, m, ks);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

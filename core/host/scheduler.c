@@ -35,6 +35,7 @@
 #include "common/cron.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "host/pause.h"
 #include "host/queue.h"
 #include "host/state.h"
 
@@ -235,6 +236,8 @@ bool sq_sched_start(struct sq_host *h, char *err, size_t errlen, bool *bad_confi
     for (size_t i = 0; ok && i < cfg->ncrons; i++)
         ok = check_cron(conn, cfg, &cfg->crons[i], err, errlen, bad_config);
     ok = ok && register_limits(conn, cfg, err, errlen) && refresh_limits(h, conn, err, errlen);
+    /* What is paused before the first claim, not at the first heartbeat. */
+    ok = ok && sq_pause_refresh(h, conn, err, errlen);
     PQfinish(conn);
     return ok;
 }

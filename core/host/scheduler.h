@@ -11,7 +11,8 @@ struct sq_host;
 /*
  * At start, before any thread: check what only the database can check in
  * the INI (cron time zones and payloads), register the host's cron
- * schedules and kind limits, and learn which groups serve limited kinds.
+ * schedules and kind limits, and learn which groups serve limited kinds
+ * and what is paused (pause.c).
  * On failure err holds the reason; *bad_config says whether it is the INI's
  * fault (exit 2) rather than the database's (exit 1).
  */

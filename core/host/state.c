@@ -110,6 +110,21 @@ bool sq_host_take_deps(struct sq_host *h)
     return atomic_exchange(&h->deps_wake, false);
 }
 
+void sq_host_want_paused(struct sq_host *h)
+{
+    atomic_store(&h->paused_wake, true);
+}
+
+bool sq_host_take_paused(struct sq_host *h)
+{
+    return atomic_exchange(&h->paused_wake, false);
+}
+
+bool sq_host_group_paused(const struct sq_host *h, size_t g)
+{
+    return atomic_load(&h->groups[g].queue_paused);
+}
+
 bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *why, size_t whylen)
 {
     int64_t now = sq_now_ms(), poll = atomic_load(&h->poll_ms) * 11 / 10;

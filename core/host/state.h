@@ -3,7 +3,7 @@
  * groups, its workers and the slots of the jobs they hold.
  *
  * The runtime's own files (host.c, worker.c, heartbeat.c, complete.c,
- * slots.c, session.c, wake.c) read and write these fields under the rules
+ * slots.c, session.c, wake.c, pause.c) read and write these fields under the rules
  * noted beside them; the services around the runtime (metrics, the host
  * registry, the scheduler, the listener, reload) go through the accessors
  * of state.c.
@@ -51,6 +51,16 @@ struct sq_group {
      * and left to the poll. */
     int64_t due[SQ_DUE_MAX];
     int ndue;
+    /* Pausing (pause.c): the heartbeat thread rewrites these from
+     * skipq.paused. A worker reads claims_none and claim_gen (two atomic
+     * loads) on every cycle, and copies claim_kinds/claim_leases under
+     * host->lock only when claim_gen has moved. */
+    atomic_bool queue_paused; /* the queue is paused (for /metrics) */
+    atomic_bool claims_none;  /* the queue, or every kind of the group, is paused */
+    atomic_ulong claim_gen;   /* bumped whenever claim_kinds changes */
+    char *claim_kinds;        /* the kinds not paused, text[] literal; NULL: all of
+                                 them (kinds_array); host->lock */
+    char *claim_leases;       /* their leases, int8[] literal; host->lock */
 };
 
 /*
@@ -120,6 +130,8 @@ struct sq_host {
     atomic_bool hb_connected, listener_connected;
     atomic_bool deps_wake; /* an enqueue left children to settle: the heartbeat
                               thread runs sq_deps_round without waiting for its round */
+    atomic_bool paused_wake; /* a '!paused' notification: the heartbeat thread
+                                reads skipq.paused without waiting for its round */
 };
 
 /* ---- accessors (state.c), for the services around the runtime ---- */
@@ -154,6 +166,13 @@ void sq_host_set_listener_connected(struct sq_host *h, bool up);
 void sq_host_want_deps(struct sq_host *h);
 /* Take that request (true if there was one). */
 bool sq_host_take_deps(struct sq_host *h);
+/* A queue or a kind was paused or resumed (or a notification saying so
+ * may have been missed): the heartbeat thread reads skipq.paused again
+ * without waiting for its next round; take that request. */
+void sq_host_want_paused(struct sq_host *h);
+bool sq_host_take_paused(struct sq_host *h);
+/* Group g's queue is paused, as the host last read skipq.paused. */
+bool sq_host_group_paused(const struct sq_host *h, size_t g);
 /*
  * Are the host's threads making progress? A worker counts as stuck when it
  * is not running a handler and has not gone round its loop for stale_ms

@@ -12,6 +12,9 @@
  *   which shutdown broadcasts, a notification of new jobs wakes, and the
  *   group's list of due times (its own retries, announced delayed jobs)
  *   cuts short for one thread when the first of them comes (wake.c).
+ * - Paused (pause.c): a group whose queue or every kind is paused sends no
+ *   claim and waits as when there is no work, still recording the outcomes
+ *   of the jobs it holds; otherwise it claims only the kinds not paused.
  * - Dispatch: a claimed job's kind is looked up once (kinds.c: handler,
  *   lease, live policy, counters) and the job takes a slot, which holds
  *   its lease until its outcome is recorded (slots.c). The handler gets a
@@ -39,6 +42,7 @@
 #include "host/complete.h"
 #include "host/jobapi.h"
 #include "host/kinds.h"
+#include "host/pause.h"
 #include "host/plugin.h"
 #include "host/queue.h"
 #include "host/session.h"
@@ -200,6 +204,7 @@ void *sq_worker_main(void *arg)
     PGconn *conn = NULL;
     int limit = 1;
     bool reply_lost = false; /* a cycle died with its connection: it may have claimed */
+    struct sq_claim_kinds ck = {0}; /* the kinds to claim, when some are paused */
     for (;;) {
         atomic_store(&w->beat, sq_now_ms());
         bool stopping = atomic_load(&h->stopping);
@@ -212,8 +217,17 @@ void *sq_worker_main(void *arg)
         if (reply_lost && !recover_lost_claims(w, &conn, &pend))
             continue;
         reply_lost = false;
-        unsigned long gen = atomic_load(&g->wake_gen);
-        int n = sq_queue_cycle(conn, g->queue, g->kinds_array, g->leases_array, w->ident, stopping ? 0 : limit,
+        unsigned long gen = atomic_load(&g->wake_gen); /* before the pause check: a resume's wake is not lost */
+        bool claims = !stopping && sq_pause_claims(h, g, &ck);
+        if (!stopping && !claims && pend.o.n == 0) {
+            /* Paused, with no outcome to record: nothing to send. */
+            limit = 1;
+            int64_t poll = atomic_load(&h->poll_ms);
+            sq_host_wait(h, g, gen, poll * 9 / 10 + rand_r(&seed) % (poll / 5 + 1));
+            continue;
+        }
+        int n = sq_queue_cycle(conn, g->queue, ck.kinds ? ck.kinds : g->kinds_array,
+                               ck.kinds ? ck.leases : g->leases_array, w->ident, claims ? limit : 0,
                                atomic_load(&g->limited), &pend.o, claimed, pend.applied, err, sizeof err);
         if (n < 0) {
             if (sq_db_conn_lost(conn, NULL)) {
@@ -260,6 +274,7 @@ void *sq_worker_main(void *arg)
     }
     PQfinish(conn);
     atomic_store(&w->connected, false);
+    sq_claim_kinds_free(&ck);
     free(claimed);
     free(kinds);
     sq_pending_free(&pend);
