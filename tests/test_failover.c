@@ -26,7 +26,9 @@
  *
  * Asynchronous replication is measured, not asserted: with
  * SKIPQ_HA_ASYNC_RUNS=N the last test kills the primary N times with
- * replication-quorum off and prints what vanished.
+ * replication-quorum off and prints what vanished; SKIPQ_HA_ASYNC_LAG_MS=M
+ * stalls the primary's WAL senders M ms before each kill (a standby that
+ * far behind; on loopback it is otherwise a few milliseconds behind).
  *
  * Ports: 3 per cluster (monitor, node1, node2). SKIPQ_HA_PORT=BASE gives
  * test k the ports from BASE + 3k; otherwise a free range above 59000.
@@ -252,25 +254,6 @@ static long long db_scalar(struct th_db *db, const char *sql, int timeout_ms)
     }
 }
 
-/* How many of ids[] `sql` counts; sql takes them as $1::int8[]. */
-static long long count_ids(PGconn *conn, const char *sql, const int64_t *ids, size_t n)
-{
-    char *arr = malloc(n * 21 + 3);
-    size_t o = 0;
-    arr[o++] = '{';
-    for (size_t i = 0; i < n; i++)
-        o += (size_t)sprintf(arr + o, "%s%" PRId64, i ? "," : "", ids[i]);
-    arr[o++] = '}';
-    arr[o] = '\0';
-    const char *params[1] = {arr};
-    PGresult *r = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(conn));
-    long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    free(arr);
-    return v;
-}
-
 /* ---- hosts ----------------------------------------------------------------------------- */
 
 static void assert_alive(struct host *hs, int n, const char *when)
@@ -349,6 +332,7 @@ struct enqueuer {
     atomic_bool stop;
     pthread_t thread;
     int64_t *ids; /* enqueues whose COMMIT succeeded */
+    int64_t *seq; /* the "n" in each one's payload */
     int64_t *at;  /* when each COMMIT returned (wall clock, ms) */
     size_t n, cap;
     long long failed; /* errors, connection attempts included */
@@ -367,7 +351,7 @@ static void *enqueuer_main(void *arg)
 {
     struct enqueuer *e = arg;
     PGconn *conn = NULL;
-    while (!atomic_load(&e->stop)) {
+    for (int64_t seq = 1; !atomic_load(&e->stop); seq++) {
         if (!conn) {
             conn = PQconnectdb(e->conninfo);
             if (PQstatus(conn) != CONNECTION_OK) {
@@ -382,9 +366,12 @@ static void *enqueuer_main(void *arg)
         skipq_enqueue_opts o = {0};
         char err[SKIPQ_ERRBUF_SIZE];
         int64_t id = 0;
-        if (skipq_enqueue(conn, "test", "{\"from\": \"app\"}", &o, &id, err, sizeof err) == SKIPQ_OK) {
+        char payload[64];
+        snprintf(payload, sizeof payload, "{\"from\": \"app\", \"n\": %" PRId64 "}", seq);
+        if (skipq_enqueue(conn, "test", payload, &o, &id, err, sizeof err) == SKIPQ_OK) {
             if (e->n < e->cap) {
                 e->at[e->n] = wall_ms();
+                e->seq[e->n] = seq;
                 e->ids[e->n++] = id;
             }
         } else {
@@ -405,7 +392,8 @@ static void enqueuer_start(struct enqueuer *e, const char *conninfo)
     e->cap = 200000;
     e->ids = calloc(e->cap, sizeof *e->ids);
     e->at = calloc(e->cap, sizeof *e->at);
-    cr_assert(e->ids && e->at);
+    e->seq = calloc(e->cap, sizeof *e->seq);
+    cr_assert(e->ids && e->at && e->seq);
     cr_assert_eq(pthread_create(&e->thread, NULL, enqueuer_main, e), 0);
 }
 
@@ -413,6 +401,34 @@ static void enqueuer_stop(struct enqueuer *e)
 {
     atomic_store(&e->stop, true);
     pthread_join(e->thread, NULL);
+}
+
+/* An int8[] literal of a[0..n). */
+static char *int8_array(const int64_t *a, size_t n)
+{
+    char *arr = malloc(n * 21 + 3);
+    size_t o = 0;
+    arr[o++] = '{';
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)sprintf(arr + o, "%s%" PRId64, i ? "," : "", a[i]);
+    arr[o++] = '}';
+    arr[o] = '\0';
+    return arr;
+}
+
+/* What `sql` counts of the committed enqueues; it takes their ids as
+ * $1::int8[] and their payloads' "n" as $2::int8[]. */
+static long long count_acked(PGconn *conn, const char *sql, const struct enqueuer *e)
+{
+    char *ids = int8_array(e->ids, e->n), *seq = int8_array(e->seq, e->n);
+    const char *params[2] = {ids, seq};
+    PGresult *r = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQerrorMessage(conn));
+    long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    free(ids);
+    free(seq);
+    return v;
 }
 
 /* ---- counting from logs and the ledger ---------------------------------------------- */
@@ -464,7 +480,7 @@ struct run {
     int64_t first_claim_ms; /* t0 -> the first claim on the new primary */
     int64_t claim_gap_ms;   /* the longest time without a claim */
     int64_t listen_ms[2];   /* enqueue -> done, idle host i alone, after the failover */
-    long long acked, acked_missing, acked_not_done, enqueue_errors;
+    long long acked, acked_missing, acked_not_done, acked_reused, enqueue_errors;
     long long jobs, not_done, done_twice, started_twice, bad_done_count, bad_effects, bad_notes;
     const char *kind; /* "kill", "switchover began" */
 };
@@ -534,11 +550,23 @@ static void check_listen(struct th_db *db, struct host *hs, struct run *r)
     }
 }
 
-static void disrupt(struct ha *c, enum disruption d, struct run *r)
+/* lag_ms > 0: stall the primary's WAL senders that long before the kill, so
+ * that an asynchronous standby is that far behind when the primary goes. */
+static void disrupt(struct ha *c, enum disruption d, int lag_ms, struct host *hs, struct run *r)
 {
     char *out = NULL;
     if (d == KILL_PRIMARY) {
+        if (lag_ms > 0) {
+            ha_must("stall replication", "stall-replication %s on", c->dir);
+            int64_t until = th_now_ms() + lag_ms;
+            while (th_now_ms() < until) {
+                assert_alive(hs, 2, "while replication was stalled");
+                usleep(10000);
+            }
+        }
         ha_must("kill the primary", "kill-primary %s", c->dir);
+        if (lag_ms > 0)
+            ha_must("forget the stalled senders", "stall-replication %s off", c->dir);
         r->t0 = wall_ms();
         int st = ha_cmd(&out, "wait-primary %s 120", c->dir);
         cr_assert_eq(st, 0, "no node took writes within 120 s of the kill:\n%s", ha_log_tail());
@@ -569,7 +597,8 @@ static void write_gap(const struct enqueuer *e, struct run *r)
 
 /* When claims resumed: after a kill every claim after t0 is the new
  * primary's; a switchover has the old primary claim for a while, so there
- * the end of the longest gap between claims marks it. */
+ * the end of the longest gap between claims marks it. Claims run without a
+ * break before the disruption, so the gap is looked for from 10 s before. */
 static void claim_times(struct th_db *db, enum disruption d, struct run *r)
 {
     char sql[1024];
@@ -578,13 +607,13 @@ static void claim_times(struct th_db *db, enum disruption d, struct run *r)
              "  SELECT started_at AS s, started_at - lag(started_at) OVER (ORDER BY started_at) AS gap"
              "    FROM skipq.job_executions WHERE started_at >= to_timestamp(%" PRId64 " / 1000.0)) g"
              " WHERE g.gap IS NOT NULL ORDER BY g.gap DESC LIMIT 1",
-             r->t0, r->t0 - 2000);
+             r->t0, r->t0 - 10000);
     int64_t gap_end = db_scalar(db, sql, 10000);
     snprintf(sql, sizeof sql,
              "SELECT (extract(epoch FROM max(gap)) * 1000)::int8 FROM ("
              "  SELECT started_at - lag(started_at) OVER (ORDER BY started_at) AS gap"
              "    FROM skipq.job_executions WHERE started_at >= to_timestamp(%" PRId64 " / 1000.0)) g",
-             r->t0 - 2000);
+             r->t0 - 10000);
     r->claim_gap_ms = db_scalar(db, sql, 10000);
     if (d == SWITCHOVER) {
         r->first_claim_ms = gap_end;
@@ -603,9 +632,17 @@ static void tally(struct th_db *db, struct host *hs, const char *ledger, struct 
     PGconn *c = db->conn;
     r->acked = (long long)e->n;
     r->enqueue_errors = e->failed;
-    r->acked_missing = r->acked - count_ids(c, "SELECT count(*) FROM skipq.jobs WHERE id = ANY($1::int8[])", e->ids, e->n);
-    r->acked_not_done = r->acked - count_ids(c, "SELECT count(*) FROM skipq.jobs WHERE id = ANY($1::int8[])"
-                                                " AND status = 'done'", e->ids, e->n);
+    /* By id and payload: after a failover that lost WAL, a job id the
+     * application was given can be handed out again, to another job. */
+    r->acked_missing = r->acked - count_acked(c, "SELECT count(*) FROM skipq.jobs j"
+                                                 " JOIN unnest($1::int8[], $2::int8[]) AS a(id, n) ON a.id = j.id"
+                                                 " WHERE (j.payload ->> 'n')::int8 = a.n", e);
+    r->acked_not_done = r->acked - count_acked(c, "SELECT count(*) FROM skipq.jobs j"
+                                                  " JOIN unnest($1::int8[], $2::int8[]) AS a(id, n) ON a.id = j.id"
+                                                  " WHERE (j.payload ->> 'n')::int8 = a.n AND j.status = 'done'", e);
+    r->acked_reused = count_acked(c, "SELECT count(*) FROM skipq.jobs j"
+                                     " JOIN unnest($1::int8[], $2::int8[]) AS a(id, n) ON a.id = j.id"
+                                     " WHERE (j.payload ->> 'n') IS DISTINCT FROM a.n::text", e);
     r->jobs = th_scalar(c, "SELECT count(*) FROM skipq.jobs");
     r->not_done = th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status <> 'done'");
     r->bad_done_count = th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE (SELECT count(*)"
@@ -640,12 +677,12 @@ static void print_run(const char *what, const struct run *r)
             " ms between two commits and committed again %" PRId64 " ms after the %s; the first claim on the new"
             " primary came %" PRId64 " ms after it (%+" PRId64 " ms after the application's commit; longest gap"
             " between claims %" PRId64 " ms); LISTEN wake-up on the new primary %" PRId64 " / %" PRId64 " ms\n"
-            "[failover] %s: %lld jobs; application enqueues committed %lld (errors %lld), of them vanished %lld,"
-            " not done %lld; done markers lost (a job reported done twice) %lld; handlers started twice %lld; jobs"
+            "[failover] %s: %lld jobs; application enqueues committed %lld (errors %lld), of them vanished %lld"
+            " (their id now another job's: %lld), not done %lld; done markers lost (a job reported done twice) %lld; handlers started twice %lld; jobs"
             " not done %lld, without exactly one done execution %lld; bad effects %lld, bad notes %lld\n",
             what, r->ha_ms, r->write_gap_ms, r->writable_ms, r->kind, r->first_claim_ms,
             r->first_claim_ms - r->writable_ms, r->claim_gap_ms, r->listen_ms[0], r->listen_ms[1], what, r->jobs,
-            r->acked, r->enqueue_errors, r->acked_missing, r->acked_not_done, r->done_twice, r->started_twice,
+            r->acked, r->enqueue_errors, r->acked_missing, r->acked_reused, r->acked_not_done, r->done_twice, r->started_twice,
             r->not_done, r->bad_done_count, r->bad_effects, r->bad_notes);
 }
 
@@ -653,7 +690,7 @@ static void print_run(const char *what, const struct run *r)
  * Drain JOBS jobs through two hosts on cluster c and disrupt the primary
  * when DISRUPT_AT are done. Fills r; leaves the strict checks to the caller.
  */
-static void drain_through(struct ha *c, enum disruption d, int run_no, struct run *r)
+static void drain_through(struct ha *c, enum disruption d, int lag_ms, int run_no, struct run *r)
 {
     memset(r, 0, sizeof *r);
     r->kind = d == KILL_PRIMARY ? "kill" : "switchover began";
@@ -678,7 +715,7 @@ static void drain_through(struct ha *c, enum disruption d, int run_no, struct ru
 
     struct enqueuer e;
     enqueuer_start(&e, db.conninfo);
-    disrupt(c, d, r);
+    disrupt(c, d, lag_ms, hs, r);
     /* Let the application go on enqueueing into the new primary a while. */
     int64_t until = th_now_ms() + 3000;
     while (th_now_ms() < until) {
@@ -707,6 +744,7 @@ static void drain_through(struct ha *c, enum disruption d, int run_no, struct ru
     }
     free(e.ids);
     free(e.at);
+    free(e.seq);
 }
 
 /* What synchronous replication promises, whatever the disruption. */
@@ -738,7 +776,7 @@ Test(failover, hosts_follow_a_killed_primary_to_its_standby_and_every_committed_
     struct ha c;
     ha_start(&c, 0);
     struct run r;
-    drain_through(&c, KILL_PRIMARY, 0, &r);
+    drain_through(&c, KILL_PRIMARY, 0, 0, &r);
     print_run("kill -9 of the primary node", &r);
     expect_nothing_lost(&r);
 }
@@ -748,7 +786,7 @@ Test(failover, hosts_follow_a_planned_switchover_and_every_committed_job_is_done
     struct ha c;
     ha_start(&c, 1);
     struct run r;
-    drain_through(&c, SWITCHOVER, 0, &r);
+    drain_through(&c, SWITCHOVER, 0, 0, &r);
     print_run("planned switchover", &r);
     expect_nothing_lost(&r);
 }
@@ -761,8 +799,8 @@ Test(failover, hosts_follow_a_planned_switchover_and_every_committed_job_is_done
  */
 Test(failover, asynchronous_replication_cost_of_a_kill_is_measured, .timeout = 3600)
 {
-    const char *env = getenv("SKIPQ_HA_ASYNC_RUNS");
-    int runs = env ? atoi(env) : 0;
+    const char *env = getenv("SKIPQ_HA_ASYNC_RUNS"), *lag = getenv("SKIPQ_HA_ASYNC_LAG_MS");
+    int runs = env ? atoi(env) : 0, lag_ms = lag ? atoi(lag) : 0;
     if (runs <= 0)
         cr_skip_test("set SKIPQ_HA_ASYNC_RUNS=N to measure N kills under asynchronous replication");
     struct ha c;
@@ -775,9 +813,9 @@ Test(failover, asynchronous_replication_cost_of_a_kill_is_measured, .timeout = 3
         }
         ha_must("asynchronous replication", "set-sync %s off", c.dir);
         struct run r;
-        drain_through(&c, KILL_PRIMARY, i, &r);
-        char what[64];
-        snprintf(what, sizeof what, "async run %d of %d", i + 1, runs);
+        drain_through(&c, KILL_PRIMARY, lag_ms, i, &r);
+        char what[96];
+        snprintf(what, sizeof what, "async run %d of %d, replication stalled %d ms", i + 1, runs, lag_ms);
         print_run(what, &r);
         cr_expect_eq(r.not_done, 0);
         cr_expect_eq(r.bad_done_count, 0);
@@ -786,7 +824,7 @@ Test(failover, asynchronous_replication_cost_of_a_kill_is_measured, .timeout = 3
         twice += r.started_twice;
     }
     fprintf(stderr,
-            "[failover] asynchronous replication, %d kill(s): committed enqueues vanished %lld, done markers lost"
-            " %lld, handlers started twice %lld\n",
-            runs, vanished, lost_done, twice);
+            "[failover] asynchronous replication, %d kill(s), replication stalled %d ms before each: committed enqueues"
+            " vanished %lld, done markers lost %lld, handlers started twice %lld\n",
+            runs, lag_ms, vanished, lost_done, twice);
 }
