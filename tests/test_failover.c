@@ -686,6 +686,37 @@ static void print_run(const char *what, const struct run *r)
             r->not_done, r->bad_done_count, r->bad_effects, r->bad_notes);
 }
 
+static int count_lines_with(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/*
+ * A host's log after one disruption: each session (THREADS_PER_HOST
+ * workers, the heartbeat, the listener) logs the outage at most once and
+ * the recovery at most once, however many attempts it took; and no error
+ * reads "(null)" (a handler's message when libpq's result had none).
+ */
+static void expect_quiet_log(const char *ini)
+{
+    char log[600];
+    snprintf(log, sizeof log, "%s.log", ini);
+    int sessions = THREADS_PER_HOST + 2;
+    int down = count_lines_with(log, "cannot reach the database");
+    int back = count_lines_with(log, "connected to the database again");
+    cr_expect_leq(down, sessions, "%s: the outage was logged %d times (once per session expected)", log, down);
+    cr_expect_leq(back, sessions, "%s: the recovery was logged %d times (once per session expected)", log, back);
+    cr_expect_eq(count_lines_with(log, "(null)"), 0, "%s: a message reads \"(null)\"", log);
+}
+
 /*
  * Drain JOBS jobs through two hosts on cluster c and disrupt the primary
  * when DISRUPT_AT are done. Fills r; leaves the strict checks to the caller.
@@ -741,6 +772,7 @@ static void drain_through(struct ha *c, enum disruption d, int lag_ms, int run_n
     for (int i = 0; i < 2; i++) {
         cr_expect_eq(host_stop(&hs[i], 30000), 0, "host %s did not stop cleanly on SIGTERM", hs[i].name);
         th_assert_clean_log(hs[i].ini);
+        expect_quiet_log(hs[i].ini);
     }
     free(e.ids);
     free(e.at);
