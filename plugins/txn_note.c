@@ -31,6 +31,23 @@ struct notes {
     char insert_sql[512];
 };
 
+/* Why the insert failed: the server's message, or -- when there is none
+ * (no result, the connection lost mid-statement, as under a failover) --
+ * libpq's, without its trailing newline. */
+static void insert_failed(skipq_job *job, PGconn *conn, const PGresult *res)
+{
+    const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    if (!msg || !*msg)
+        msg = PQerrorMessage(conn);
+    size_t len = strlen(msg);
+    while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+        len--;
+    if (len == 0)
+        skipq_job_error(job, "insert failed (no message from the server or libpq)");
+    else
+        skipq_job_error(job, "insert failed: %.*s", (int)len, msg);
+}
+
 static skipq_outcome write_note(skipq_job *job, void *userdata)
 {
     struct notes *n = userdata;
@@ -46,7 +63,7 @@ static skipq_outcome write_note(skipq_job *job, void *userdata)
     PGresult *res = PQexecParams(conn, n->insert_sql, 3, NULL, params, NULL, NULL, 0);
     skipq_outcome out = SKIPQ_DONE;
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        skipq_job_error(job, "insert failed: %s", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+        insert_failed(job, conn, res);
         out = SKIPQ_RETRY;
     }
     PQclear(res);

@@ -2,8 +2,10 @@
 # scripts/test.sh -- the full test suite, as CI runs it: install what is
 # missing, start a throwaway PostgreSQL of our own, then build and run every
 # Criterion suite three times over, and fuzz:
-#   1. the release build (what ships);
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer (every suite);
+#   1. the release build (what ships), the failover suite included (its
+#      own pg_auto_failover clusters, scripts/ha.sh; about a minute);
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer (every suite but
+#      failover, which runs once, in the release build);
 #   3. ThreadSanitizer (the threaded suites, ctest label tsan: hosts,
 #      hammer, faults, chaos, metrics, systemd, reload, pooler, cron, limits);
 #   4. fuzz: each libFuzzer target for SKIPQ_FUZZ_SECONDS (60) under
@@ -40,9 +42,9 @@ failed=0
 for v in $variants; do
     dir="$root/build-test-$v"
     case $v in
-        release) san=""; label="" ;;
-        asan) san="address"; label="" ;;
-        tsan) san="thread"; label="tsan" ;;
+        release) san=""; select=() ;;
+        asan) san="address"; select=(-LE failover) ;;
+        tsan) san="thread"; select=(-L tsan) ;;
         fuzz)
             echo "test.sh: === fuzz ==="
             SKIPQ_FUZZ_DIR="$root/build-test-fuzz" "$root/scripts/fuzz.sh" "${SKIPQ_FUZZ_SECONDS:-60}" || failed=1
@@ -66,11 +68,7 @@ for v in $variants; do
         # Full hammer sizes in the release build; a third of them under the
         # sanitizers, which run 2-10x slower (SKIPQ_HAMMER_SCALE overrides).
         if [ "$v" != release ]; then export SKIPQ_HAMMER_SCALE=${SKIPQ_HAMMER_SCALE:-0.3}; fi
-        if [ -n "$label" ]; then
-            ctest --output-on-failure -L "$label"
-        else
-            ctest --output-on-failure
-        fi
+        ctest --output-on-failure "${select[@]}"
     ) || failed=1
 done
 [ "$failed" = 0 ] && echo "test.sh: all variants passed ($variants)" || echo "test.sh: FAILED" >&2

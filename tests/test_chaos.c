@@ -8,6 +8,7 @@
  * PostgreSQL cluster of their own (th_cluster_start), never the shared one.
  */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,61 @@ Test(chaos, postgres_restarts_fast_and_immediate, .timeout = 300)
     cr_expect_leq(outage_lines, 4 * (threads + 2), "the outage was logged %d times (once per thread per outage expected)",
                   outage_lines);
     cr_expect_gt(count_lines_with(log, "connected to the database again"), 0, "no reconnect was logged");
+    th_assert_clean_log(ini);
+}
+
+/* The host's sessions on the test database (workers, heartbeat, listener). */
+#define SESSIONS_SQL                                                                                                   \
+    "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE datname = current_database() AND application_name = 'skipq'"
+
+/*
+ * A server down for 17 s, longer than the threads' backoff takes to reach
+ * its cap: when it is back, the first session of the host to get through
+ * wakes the others, so every session is back within seconds -- not each at
+ * its own next step (with steps doubling to 10 s, that was up to 10 s later,
+ * for every thread of every host at once).
+ */
+Test(chaos, every_session_of_a_host_is_back_within_seconds_of_a_long_outage, .timeout = 300)
+{
+    th_cluster_start(&private_cluster, "outage");
+    th_cluster_use(&private_cluster);
+    struct th_db db;
+    th_db_new(&db);
+    const int threads = 6;
+    char extra[128];
+    snprintf(extra, sizeof extra, "[queue default]\nthreads = %d\n", threads);
+    char *ini = th_host_ini(&db, "outage", NULL, NULL, extra);
+    pid_t pid = th_host_start(ini);
+    cr_assert_eq(th_wait_scalar(db.conn, threads + 2, 30000, SESSIONS_SQL), threads + 2, "the host never connected");
+
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh stop %s >/dev/null 2>&1", SKIPQ_SOURCE_DIR, private_cluster.dir);
+    cr_assert_eq(system(cmd), 0, "pg.sh stop failed");
+    int64_t back = th_now_ms() + 17000; /* the outage: its length is the scenario */
+    while (th_now_ms() < back) {
+        cr_assert_eq(kill(pid, 0), 0, "the host exited during the outage");
+        usleep(100000);
+    }
+    snprintf(cmd, sizeof cmd, "%s/scripts/pg.sh start %s %d >/dev/null 2>&1", SKIPQ_SOURCE_DIR, private_cluster.dir,
+             private_cluster.port);
+    cr_assert_eq(system(cmd), 0, "pg.sh start failed");
+    int64_t up = th_now_ms(); /* pg.sh returns once the server accepts connections */
+    long long n = th_wait_robust(&db, threads + 2, 30000, SESSIONS_SQL);
+    int64_t took = th_now_ms() - up;
+    fprintf(stderr, "[chaos] the host's %d sessions were back %" PRId64 " ms after the server\n", threads + 2, took);
+    cr_expect_eq(n, threads + 2, "only %lld of the host's %d sessions came back", n, threads + 2);
+    cr_expect_leq(took, 4000, "the host's sessions took %" PRId64 " ms to come back after the server did", took);
+    enqueue_many(db.conn, 20, "{}");
+    cr_expect_eq(th_wait_scalar(db.conn, 20, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 20);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+
+    char log[600];
+    snprintf(log, sizeof log, "%s.log", ini);
+    int down = count_lines_with(log, "cannot reach the database");
+    int again = count_lines_with(log, "connected to the database again");
+    cr_expect_leq(down, threads + 2, "the outage was logged %d times (once per session expected)", down);
+    cr_expect_leq(again, threads + 2, "the recovery was logged %d times (once per session expected)", again);
+    cr_expect_gt(again, 0, "no reconnect was logged");
     th_assert_clean_log(ini);
 }
 

@@ -146,6 +146,7 @@ void *sq_heartbeat_main(void *arg)
     char err[512];
     int64_t next = 0, next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
     bool retention_behind = false;
+    unsigned long seen = 0; /* reconnections of the host's sessions at our last attempt */
     bool retention = h->cfg->keep_done_ms > 0 || h->cfg->keep_dead_ms > 0 || h->cfg->keep_cancelled_ms > 0;
     while (atomic_load(&h->running) > 0) {
         int64_t now = sq_now_ms();
@@ -156,7 +157,11 @@ void *sq_heartbeat_main(void *arg)
             if (!sq_hosts_gone(conn, h, err, sizeof err))
                 log_warn("host registry: could not remove this host's row (it will age out): %s", err);
         }
-        if (now < next) {
+        /* Without a session, another session of the host made again
+         * (wake.c) means the database is back: try now, not at the next
+         * second. */
+        bool back = !conn && sq_host_reconnect_gen(h) != seen;
+        if (now < next && !back) {
             /* An enqueue left children to settle: do it now, not at the
              * next round, so a child is not late by up to a heartbeat. */
             if (conn && !atomic_load(&h->stopping) && sq_host_take_deps(h))
@@ -173,6 +178,7 @@ void *sq_heartbeat_main(void *arg)
         }
         next = now + h->cfg->heartbeat_ms;
         if (!conn) {
+            seen = sq_host_reconnect_gen(h);
             conn = sq_session_open(h, err, sizeof err);
             mark_hb_conn(h, conn != NULL);
             if (!conn) {
@@ -186,6 +192,7 @@ void *sq_heartbeat_main(void *arg)
             if (reported)
                 log_info("heartbeat: connected to the database again");
             reported = false;
+            sq_host_reconnected(h);
         }
         sq_slots_snapshot(h, &s);
         if (s.n > 0) {

@@ -17,6 +17,9 @@
  * - Notifications sent while this session is down are simply not delivered,
  *   so after every (re)connect the thread LISTENs (committed before anything
  *   else) and then wakes every group for one claim pass.
+ * - Reconnecting, it waits like a worker (jittered steps up to
+ *   SQ_RECONNECT_MAX_MS, woken when another session of the host is made
+ *   again; wake.c), and a listener back wakes the reconnecting workers.
  * - A half-open connection looks idle forever: when nothing has arrived for
  *   a heartbeat interval the thread runs a trivial query, and reconnects if
  *   it fails. keepalives and tcp_user_timeout (db.c) bound that query.
@@ -30,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/log.h"
@@ -118,20 +122,22 @@ void *sq_listener_main(void *arg)
     sq_log_set_thread("listen");
     PGconn *conn = NULL;
     bool reported = false, listening_logged = false;
-    int64_t delay = 100, last_traffic = 0;
+    int64_t step = SQ_RECONNECT_MIN_MS, last_traffic = 0;
+    uint32_t seed = (uint32_t)(sq_now_ms() ^ ((int64_t)getpid() << 12) ^ 0x5bd1e995u);
     char err[512];
     while (!sq_host_stopping(h)) {
         if (!conn) {
+            unsigned long seen = sq_host_reconnect_gen(h);
             conn = listen_connect(h, err, sizeof err);
             if (!conn) {
                 if (!reported)
                     log_warn("listener: cannot reach the database; idle threads fall back to polling: %s", err);
                 reported = true;
-                sq_host_wait(h, NULL, 0, delay);
-                delay = delay * 2 > 10000 ? 10000 : delay * 2;
+                sq_host_wait_reconnect(h, seen, sq_reconnect_backoff(&step, &seed), true);
                 continue;
             }
             sq_host_set_listener_connected(h, true);
+            sq_host_reconnected(h);
             if (reported)
                 log_info("listener: connected to the database again");
             else if (!listening_logged) {
@@ -141,7 +147,7 @@ void *sq_listener_main(void *arg)
             }
             listening_logged = true;
             reported = false;
-            delay = 100;
+            step = SQ_RECONNECT_MIN_MS;
             last_traffic = sq_now_ms();
             sq_host_wake(h, NULL); /* anything notified while we were away */
             sq_host_want_paused(h);

@@ -4,9 +4,13 @@
  * Each worker thread, and the heartbeat thread, owns one session for its
  * whole life, re-made after a loss. A session is made with skipq's
  * settings and the protocol's statements prepared (queue.c); a worker that
- * loses its session reconnects with capped backoff, logs the outage once
- * and the recovery once, prepares its statements again, and never ends for
- * it.
+ * loses its session reconnects with capped, jittered backoff (0.1 s
+ * doubling to SQ_RECONNECT_MAX_MS, each wait a random half to all of its
+ * step), logs the outage once and the recovery once, prepares its
+ * statements again, and never ends for it. A session made again wakes the
+ * host's other reconnecting threads (wake.c): after a failover the first
+ * thread to find the new primary brings the rest of the host with it,
+ * instead of each waiting out its own step.
  *
  * With [database] pooler = transaction a session holds no state between
  * statements (no settings, no prepared statements), so any statement may
@@ -15,7 +19,7 @@
 #include "host/session.h"
 
 #include <stdatomic.h>
-#include <time.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/log.h"
@@ -23,8 +27,6 @@
 #include "host/queue.h"
 #include "host/state.h"
 #include "host/wake.h"
-
-#define RECONNECT_MIN_MS 100
 
 static void notice_to_log(void *arg, const char *message)
 {
@@ -83,16 +85,20 @@ PGconn *sq_session_reconnect(struct sq_worker *w, bool until_stop)
 {
     struct sq_host *h = w->host;
     const char *who = w->name;
-    int64_t delay = RECONNECT_MIN_MS;
+    int64_t step = SQ_RECONNECT_MIN_MS;
+    /* Per thread and per host, so no two threads draw the same waits. */
+    uint32_t seed = (uint32_t)(sq_now_ms() ^ ((int64_t)getpid() << 12) ^ (uint32_t)w->index * 2654435761u);
     bool reported = false;
     char err[512];
     for (;;) {
         sq_session_mark(w, false);
+        unsigned long seen = sq_host_reconnect_gen(h);
         PGconn *conn = sq_session_open(h, err, sizeof err);
         if (conn) {
             sq_session_mark(w, true);
             if (reported)
                 log_info("%s: connected to the database again", who);
+            sq_host_reconnected(h);
             return conn;
         }
         if (!reported)
@@ -103,11 +109,8 @@ PGconn *sq_session_reconnect(struct sq_worker *w, bool until_stop)
         reported = true;
         if (until_stop && atomic_load(&h->stopping))
             return NULL;
-        struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
-        if (until_stop)
-            sq_host_wait(h, NULL, 0, delay);
-        else
-            nanosleep(&ts, NULL);
-        delay = delay * 2 > SQ_RECONNECT_MAX_MS ? SQ_RECONNECT_MAX_MS : delay * 2;
+        /* With outcomes to record (!until_stop) the thread keeps trying
+         * while the host stops; a session made again still wakes it. */
+        sq_host_wait_reconnect(h, seen, sq_reconnect_backoff(&step, &seed), until_stop);
     }
 }

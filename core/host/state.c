@@ -142,8 +142,11 @@ bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *
         struct sq_worker *w = &h->workers[i];
         int64_t beat = atomic_load(&w->beat), wdown = atomic_load(&w->down_since);
         /* A thread running a handler is the handler's business (timeouts
-         * cover it); one between tries to reconnect may wait that long. */
-        int64_t allowance = stale_ms + (wdown ? SQ_RECONNECT_MAX_MS : poll);
+         * cover it); one reconnecting goes round its loop once per attempt:
+         * a wait of up to SQ_RECONNECT_MAX_MS and the attempt itself, which
+         * libpq bounds by connect_timeout per listed host (skipq's default
+         * 10 s: a black-holed node costs all of it). */
+        int64_t allowance = stale_ms + (wdown ? SQ_RECONNECT_MAX_MS + SQ_CONNECT_ATTEMPT_MS : poll);
         if (!atomic_load(&w->busy) && beat && now - beat > allowance) {
             snprintf(why, whylen, "thread %s has made no progress for %" PRId64 "s (stuck in a database call?)",
                      w->name, (now - beat) / 1000);

@@ -25,8 +25,17 @@ struct sq_host;
 struct sq_metrics;
 struct sq_kinds;
 
-/* Longest wait between two reconnection attempts of a worker. */
-#define SQ_RECONNECT_MAX_MS 10000
+/* Longest wait between two reconnection attempts of a session (a worker's
+ * or the listener's; session.c, listen.c). Short, because the first session
+ * of a host back on the database wakes the others anyway, but a lone
+ * session only learns that the database is back by trying: measured under a
+ * failover, a 10 s cap made claims resume up to 10 s after the new primary
+ * took writes. */
+#define SQ_RECONNECT_MAX_MS 2000
+#define SQ_RECONNECT_MIN_MS 100
+/* What /healthz and the watchdog allow one connection attempt: skipq's
+ * default connect_timeout (db.c) for one unreachable host. */
+#define SQ_CONNECT_ATTEMPT_MS 10000
 
 #define SQ_DUE_MAX 64 /* due times remembered per group */
 
@@ -118,7 +127,7 @@ struct sq_host {
     atomic_bool stopping;   /* no new claims */
     atomic_int running;     /* worker threads still alive */
     pthread_mutex_t lock;   /* with each group's `wake`, and `wake`: idle waits and shutdown */
-    pthread_cond_t wake;    /* worker exits */
+    pthread_cond_t wake;    /* worker exits; a session reconnected */
     pthread_mutex_t slots_lock;
 
     struct sq_kinds *kinds;   /* one per registered kind */
@@ -132,6 +141,9 @@ struct sq_host {
                               thread runs sq_deps_round without waiting for its round */
     atomic_bool paused_wake; /* a '!paused' notification: the heartbeat thread
                                 reads skipq.paused without waiting for its round */
+    atomic_ulong reconnect_gen; /* bumped (under lock, with a broadcast on `wake`)
+                                   whenever a session of the host is made again:
+                                   the threads waiting to reconnect try at once */
 };
 
 /* ---- accessors (state.c), for the services around the runtime ---- */

@@ -9,11 +9,19 @@
  * NOTIFY): an idle thread sleeps until the first of them instead of its
  * whole poll interval, and one due time wakes one thread, not the group.
  * Shutdown broadcasts to everyone.
+ *
+ * Threads that lost their session wait between attempts here too. When the
+ * database comes back (a restart, a failover), the first session of the
+ * host to reconnect wakes the others, so the whole host is back within one
+ * attempt instead of each thread's next backoff step. The steps themselves
+ * are jittered (a random half to all of each), so neither the threads of a
+ * host nor the hosts of a fleet hit the new primary in lockstep.
  */
 #include "host/wake.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -117,6 +125,43 @@ void sq_host_wake(struct sq_host *h, const char *queue)
         pthread_cond_broadcast(&g->wake);
     }
     pthread_mutex_unlock(&h->lock);
+}
+
+void sq_host_reconnected(struct sq_host *h)
+{
+    pthread_mutex_lock(&h->lock);
+    atomic_fetch_add(&h->reconnect_gen, 1);
+    pthread_cond_broadcast(&h->wake);
+    pthread_mutex_unlock(&h->lock);
+}
+
+unsigned long sq_host_reconnect_gen(struct sq_host *h)
+{
+    return atomic_load(&h->reconnect_gen);
+}
+
+void sq_host_wait_reconnect(struct sq_host *h, unsigned long seen, int64_t ms, bool until_stop)
+{
+    int64_t deadline = sq_now_ms() + ms;
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        if ((until_stop && atomic_load(&h->stopping)) || atomic_load(&h->reconnect_gen) != seen)
+            break;
+        int64_t now = sq_now_ms();
+        if (now >= deadline)
+            break;
+        struct timespec ts = realtime_in(deadline - now);
+        pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+int64_t sq_reconnect_backoff(int64_t *step, uint32_t *seed)
+{
+    int64_t s = *step < SQ_RECONNECT_MIN_MS ? SQ_RECONNECT_MIN_MS : *step;
+    int64_t wait = s / 2 + (int64_t)(rand_r(seed) % (unsigned)(s / 2 + 1));
+    *step = s * 2 > SQ_RECONNECT_MAX_MS ? SQ_RECONNECT_MAX_MS : s * 2;
+    return wait;
 }
 
 void sq_host_stop(struct sq_host *h)

@@ -1,7 +1,8 @@
-/* wake.h -- idle threads: their waits, and what ends them (new jobs, due times, shutdown). */
+/* wake.h -- idle threads: their waits, and what ends them (new jobs, due times, a session back, shutdown). */
 #ifndef SQ_WAKE_H
 #define SQ_WAKE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct sq_group;
@@ -15,6 +16,18 @@ void sq_host_wake(struct sq_host *h, const char *queue);
 /* Jobs of `queue` (or of group g) fall due at monotonic ms `at`. */
 void sq_host_due(struct sq_host *h, const char *queue, int64_t at);
 void sq_group_due(struct sq_host *h, struct sq_group *g, int64_t at);
+/* A session of the host (a worker's, the heartbeat's, the listener's) was
+ * made again: the threads waiting to reconnect try at once. */
+void sq_host_reconnected(struct sq_host *h);
+/* How many times that happened: read before a connection attempt, and
+ * hand it to sq_host_wait_reconnect after the attempt failed. */
+unsigned long sq_host_reconnect_gen(struct sq_host *h);
+/* Sleep up to ms, or until another session of the host reconnects after
+ * `seen`, or (with until_stop) the host is stopping. */
+void sq_host_wait_reconnect(struct sq_host *h, unsigned long seen, int64_t ms, bool until_stop);
+/* The wait before the next attempt: a random 0.5-1.0 of *step, which then
+ * doubles up to SQ_RECONNECT_MAX_MS. */
+int64_t sq_reconnect_backoff(int64_t *step, uint32_t *seed);
 /* Wake everything: shutdown. */
 void sq_host_stop(struct sq_host *h);
 
