@@ -1,7 +1,9 @@
 /*
  * test_batch.c -- a thread holding several claimed jobs (`batch`): a job
  * whose handler already returned keeps its lease until its outcome is
- * recorded, whatever happens to the jobs after it in the batch.
+ * recorded, whatever happens to the jobs after it in the batch; and with
+ * the default `batch` a thread claims many quick jobs at once but slow
+ * ones one at a time, so a backlog of slow jobs is shared between hosts.
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -16,6 +18,70 @@
 static long long executions(PGconn *c, int64_t id)
 {
     return th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %" PRId64, id);
+}
+
+/* The jobs of one claim share their worker and their started_at (the
+ * claiming statement's now()): the most one claim of `host` took. */
+static long long largest_claim(PGconn *c, const char *host)
+{
+    return th_scalarf(c,
+                      "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM skipq.job_executions"
+                      " WHERE split_part(worker, ':', 1) = '%s' GROUP BY worker, started_at) AS claims",
+                      host);
+}
+
+static long long runs_by(PGconn *c, const char *host)
+{
+    return th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE split_part(worker, ':', 1) = '%s'", host);
+}
+
+/* Default batch, two hosts of one thread each, 20 jobs of 300 ms: each
+ * thread claims one job at a time (300 ms is past the claim's time budget),
+ * so neither host holds jobs the other could run. */
+Test(batch, slow_jobs_are_shared_between_hosts_with_the_default_batch, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    const char *queue = "[queue default]\nthreads = 1\n";
+    char *ini_a = th_host_ini(&db, "share-a", NULL, NULL, queue);
+    char *ini_b = th_host_ini(&db, "share-b", NULL, NULL, queue);
+    pid_t a = th_host_start(ini_a), b = th_host_start(ini_b);
+    cr_assert_eq(th_wait_scalar(db.conn, 2, 30000, "SELECT count(*) FROM skipq.hosts"), 2, "the hosts did not start");
+    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 300}')) FROM generate_series(1, 20)");
+    cr_assert_eq(th_wait_scalar(db.conn, 20, 60000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 20,
+                 "the slow jobs did not finish");
+    cr_expect_eq(th_host_stop(a, 20000), 0);
+    cr_expect_eq(th_host_stop(b, 20000), 0);
+    long long ra = runs_by(db.conn, "share-a"), rb = runs_by(db.conn, "share-b");
+    cr_expect_eq(ra + rb, 20);
+    cr_expect(ra <= 15 && rb <= 15, "one host ran %lld of the 20 slow jobs, the other %lld", ra > rb ? ra : rb,
+              ra > rb ? rb : ra);
+    cr_expect_eq(largest_claim(db.conn, "share-a"), 1, "a claim of host a held %lld slow jobs",
+                 largest_claim(db.conn, "share-a"));
+    cr_expect_eq(largest_claim(db.conn, "share-b"), 1, "a claim of host b held %lld slow jobs",
+                 largest_claim(db.conn, "share-b"));
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini_a);
+    th_assert_clean_log(ini_b);
+}
+
+/* Default batch, one thread, a backlog of 500 quick jobs: claims grow
+ * while they come back full and quick, so some claim takes many jobs. */
+Test(batch, quick_jobs_grow_the_claim_with_the_default_batch, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, 500)");
+    char *ini = th_host_ini(&db, "grow", NULL, NULL, "[queue default]\nthreads = 1\n");
+    pid_t pid = th_host_start(ini);
+    cr_assert_eq(th_wait_scalar(db.conn, 500, 60000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 500,
+                 "the quick jobs did not finish");
+    cr_expect_eq(th_host_stop(pid, 20000), 0);
+    cr_expect_geq(largest_claim(db.conn, "grow"), 16, "the largest claim held only %lld quick jobs",
+                  largest_claim(db.conn, "grow"));
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 500);
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
 }
 
 /* The first job finishes at once; the second hangs past its kind's timeout.

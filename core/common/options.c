@@ -281,10 +281,13 @@ const struct sq_option sq_options[] = {
     {SQ_SECT_QUEUE, "kinds", SQ_OPT_LIST, QUEUE(kinds), .aux = offsetof(struct sq_group_conf, nkinds),
      .what = "kind", .shown = "every kind a plugin registered",
      .help = "comma-separated kinds this group serves; naming a kind no plugin registered is an error"},
-    {SQ_SECT_QUEUE, "batch", SQ_OPT_INT, QUEUE(batch), .def = 1, .min = 1, .max = SQ_MAX_BATCH,
-     .help = "most jobs one thread claims per round trip. Raise it for short jobs: a thread claims one job at a "
-             "time, doubles its claim while claims come back full (a deep backlog) and falls back when they do not; "
-             "claimed jobs wait their turn on that thread, holding their leases"},
+    {SQ_SECT_QUEUE, "batch", SQ_OPT_INT, QUEUE(batch), .def = 64, .min = 1, .max = SQ_MAX_BATCH,
+     .help = "most jobs one thread claims per round trip. The claim adapts to the backlog's depth and to how long "
+             "jobs take: a thread claims one job at a time, doubles its claim while claims come back full (a deep "
+             "backlog) and their jobs ran within 100 ms, falls back to what came when a claim is short, and scales "
+             "the next claim to what fits in 100 ms when jobs took longer, so slow jobs are claimed one at a time "
+             "and shared between threads and hosts. Claimed jobs wait their turn on that thread, holding their "
+             "leases; set 1 to claim one job per round trip always"},
     {SQ_SECT_QUEUE, "priority_aging", SQ_OPT_DURATION, QUEUE(aging_ms), .min = 100, .shown = "off",
      .help = "a pending job's priority rises by 1 for every this much it has waited since its `run_at`, so a "
              "steady stream of higher-priority jobs cannot starve it (never lowered; applied on heartbeat rounds, "

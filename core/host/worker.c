@@ -6,8 +6,10 @@
  *   loss). Each cycle is one round trip (sq_queue_cycle): record the
  *   outcomes of the jobs it just ran and claim the next ones -- one at a
  *   time, or, when the backlog is deep, up to the group's `batch` (the claim
- *   size doubles while claims come back full and falls back when they do
- *   not, so a thread never hoards jobs it cannot start soon). When nothing
+ *   size doubles while claims come back full and quick, falls back when they
+ *   come back short, and shrinks to what fits CLAIM_BUDGET_US when the last
+ *   claim's jobs took longer to run, so a thread never hoards jobs it cannot
+ *   start soon while other threads and hosts could). When nothing
  *   is runnable it waits poll_interval on the host's condition variable,
  *   which shutdown broadcasts, a notification of new jobs wakes, and the
  *   group's list of due times (its own retries, announced delayed jobs)
@@ -172,6 +174,36 @@ static bool recover_lost_claims(struct sq_worker *w, PGconn **connp, const struc
     return true;
 }
 
+/*
+ * How long one claim's jobs may take to run, first handler start to last
+ * return. A claimed job waits behind its siblings on one thread, holding its
+ * lease, while other threads and hosts may sit idle; the budget bounds that
+ * wait (and so how unevenly slow jobs are shared) to about 100 ms -- short
+ * against a human's patience and a poll interval, long against the ~1 ms
+ * round trip a claim costs, which it still amortises to about 1 %.
+ */
+#define CLAIM_BUDGET_US 100000
+
+/*
+ * The size of the next claim, from the last one (`n` jobs of `limit` asked
+ * for, run in `elapsed_us`). By depth: empty -> 1, short -> n, full -> twice
+ * as many, up to `cap`. By time: a claim that took longer than the budget
+ * scales the next to about what fits in it (at least 1), so slow jobs are
+ * claimed one at a time and the claim grows again only while full and quick.
+ */
+static int next_limit(int limit, int n, int cap, int64_t elapsed_us)
+{
+    if (n == 0)
+        return 1;
+    if (elapsed_us > CLAIM_BUDGET_US) {
+        int64_t fit = (int64_t)n * CLAIM_BUDGET_US / elapsed_us;
+        return fit < 1 ? 1 : (int)fit;
+    }
+    if (n == limit)
+        return limit * 2 < cap ? limit * 2 : cap;
+    return n;
+}
+
 static void worker_exit(struct sq_host *h)
 {
     pthread_mutex_lock(&h->lock);
@@ -248,15 +280,13 @@ void *sq_worker_main(void *arg)
         sq_slots_clear(w); /* before the strings the slots point to */
         sq_pending_clear(&pend);
         if (n == 0) {
-            limit = 1;
+            limit = next_limit(limit, 0, cap, 0);
             /* +-10% so a host's idle threads do not poll in lockstep. */
             int64_t poll = atomic_load(&h->poll_ms);
             if (!stopping)
                 sq_host_wait(h, g, gen, poll * 9 / 10 + rand_r(&seed) % (poll / 5 + 1));
             continue;
         }
-        /* Deep backlog: claim more next time; shallow: fewer. */
-        limit = n == limit ? (limit * 2 < cap ? limit * 2 : cap) : n;
         for (int k = 0; k < n; k++) {
             struct sq_kind *kr = kinds[k] = sq_kinds_find(h->kinds, claimed[k].kind);
             if (kr)
@@ -264,8 +294,10 @@ void *sq_worker_main(void *arg)
             sq_slot_take(w, k, &claimed[k], kr ? kr->lease_ms : h->cfg->lease_ms);
         }
         int k = 0;
+        int64_t t0 = sq_now_us();
         for (; k < n && !atomic_load(&h->stopping); k++)
             run_job(w, &conn, k, &claimed[k], kinds[k], &pend, &seed);
+        limit = next_limit(limit, n, cap, sq_now_us() - t0);
         if (k < n) {
             release_unstarted(w, conn, claimed + k, n - k);
             for (int i = k; i < n; i++)
