@@ -141,6 +141,9 @@ Test(chaos, backends_terminated_at_random, .timeout = 300)
     enqueue_many(db.conn, jobs, "{\"sleep_ms\": 2}");
     char *ini = th_host_ini(&db, "terminate", NULL, NULL, "[queue default]\nthreads = 6\n");
     pid_t pid = th_host_start(ini);
+    /* Killed while running, not while starting: a host whose start-up
+     * checks fail exits for its supervisor to restart it. */
+    cr_assert_eq(th_wait_scalar(db.conn, 6 + 2, 30000, SESSIONS_SQL), 6 + 2, "the host never connected");
     PGconn *killer = th_connect(&db);
     char sql[512];
     snprintf(sql, sizeof sql,
