@@ -466,6 +466,22 @@ static bool bad_text(struct web_call *c, const char *what, const char *v, size_t
     return true;
 }
 
+/* A page of jobs from rows fetched with a limit one over the page's: the
+ * extra row only says that there is a next page, which starts below the
+ * last id shown ({"jobs": [...], "next_before": ID or null}). Takes res. */
+static unsigned keyset_page(struct web_call *c, PGresult *res, long limit)
+{
+    int n = PQntuples(res) > limit ? (int)limit : PQntuples(res);
+    json_object *o = c->out = json_object_new_object(), *a = json_object_new_array_ext(n);
+    for (int r = 0; r < n; r++)
+        json_object_array_add(a, web_row(res, r));
+    json_object_object_add(o, "jobs", a);
+    json_object_object_add(o, "next_before",
+                           PQntuples(res) > limit ? json_object_new_int64(int_at(res, n - 1, "id")) : NULL);
+    PQclear(res);
+    return MHD_HTTP_OK;
+}
+
 unsigned web_api_jobs(struct web_call *c, const char *tail)
 {
     (void)tail;
@@ -498,15 +514,7 @@ unsigned web_api_jobs(struct web_call *c, const char *tail)
     PGresult *res = conn ? sq_admin_list_fetch(conn, &f, c->err, sizeof c->err) : NULL;
     if (!res)
         return conn ? web_db_failed(c) : MHD_HTTP_SERVICE_UNAVAILABLE;
-    int n = PQntuples(res) > limit ? (int)limit : PQntuples(res);
-    json_object *o = c->out = json_object_new_object(), *a = json_object_new_array_ext(n);
-    for (int r = 0; r < n; r++)
-        json_object_array_add(a, web_row(res, r));
-    json_object_object_add(o, "jobs", a);
-    json_object_object_add(o, "next_before",
-                           PQntuples(res) > limit ? json_object_new_int64(int_at(res, n - 1, "id")) : NULL);
-    PQclear(res);
-    return MHD_HTTP_OK;
+    return keyset_page(c, res, limit);
 }
 
 /* ---- one job ------------------------------------------------------------------------------------ */
@@ -664,15 +672,7 @@ unsigned web_api_dead_jobs(struct web_call *c, const char *tail)
     PGresult *res = web_query(c, DEAD_JOBS_SQL, 4, params);
     if (!res)
         return web_db_failed(c);
-    int n = PQntuples(res) > limit ? (int)limit : PQntuples(res);
-    json_object *o = c->out = json_object_new_object(), *a = json_object_new_array_ext(n);
-    for (int r = 0; r < n; r++)
-        json_object_array_add(a, web_row(res, r));
-    json_object_object_add(o, "jobs", a);
-    json_object_object_add(o, "next_before",
-                           PQntuples(res) > limit ? json_object_new_int64(int_at(res, n - 1, "id")) : NULL);
-    PQclear(res);
-    return MHD_HTTP_OK;
+    return keyset_page(c, res, limit);
 }
 
 PGresult *web_dead_group_ids(struct web_call *c, const char *kind, const char *group)
