@@ -204,6 +204,15 @@ static int next_limit(int limit, int n, int cap, int64_t elapsed_us)
     return n;
 }
 
+/* Nothing to claim: wait a poll interval, +-10% so a host's idle threads
+ * do not poll in lockstep, or until the group is woken (gen: its wake
+ * count read before the claim, so a wake since is not lost). */
+static void idle_wait(struct sq_host *h, struct sq_group *g, unsigned long gen, uint32_t *seed)
+{
+    int64_t poll = atomic_load(&h->poll_ms);
+    sq_host_wait(h, g, gen, poll * 9 / 10 + rand_r(seed) % (poll / 5 + 1));
+}
+
 static void worker_exit(struct sq_host *h)
 {
     pthread_mutex_lock(&h->lock);
@@ -253,9 +262,8 @@ void *sq_worker_main(void *arg)
         bool claims = !stopping && sq_pause_claims(h, g, &ck);
         if (!stopping && !claims && pend.o.n == 0) {
             /* Paused, with no outcome to record: nothing to send. */
-            limit = 1;
-            int64_t poll = atomic_load(&h->poll_ms);
-            sq_host_wait(h, g, gen, poll * 9 / 10 + rand_r(&seed) % (poll / 5 + 1));
+            limit = next_limit(limit, 0, cap, 0);
+            idle_wait(h, g, gen, &seed);
             continue;
         }
         int n = sq_queue_cycle(conn, g->queue, ck.kinds ? ck.kinds : g->kinds_array,
@@ -281,10 +289,8 @@ void *sq_worker_main(void *arg)
         sq_pending_clear(&pend);
         if (n == 0) {
             limit = next_limit(limit, 0, cap, 0);
-            /* +-10% so a host's idle threads do not poll in lockstep. */
-            int64_t poll = atomic_load(&h->poll_ms);
             if (!stopping)
-                sq_host_wait(h, g, gen, poll * 9 / 10 + rand_r(&seed) % (poll / 5 + 1));
+                idle_wait(h, g, gen, &seed);
             continue;
         }
         for (int k = 0; k < n; k++) {
