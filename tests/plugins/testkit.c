@@ -14,8 +14,19 @@
  *   "txn": true         also insert (job_id, execution_id) into the effects
  *                       table inside the job's transaction
  *   "ignore_stop": true keep sleeping even when asked to stop
- *   "leak_bytes": N     allocate N bytes and never free them (a leaky handler)
- *   "crash": "segv"|"abort"  kill the whole host (poison-job tests)
+ *   "spin_ms": N        burn the CPU for N ms without ever looking at
+ *                       skipq_job_should_stop (a handler stuck in a loop;
+ *                       runs before "sleep_ms")
+ *   "leak_bytes": N     allocate N bytes, write every page of them (so they
+ *                       are resident, not just reserved) and never free them
+ *   "crash": how        die, taking the process that runs the handler with
+ *                       it (the host in thread mode, one worker process in
+ *                       process mode; poison-job tests):
+ *                         "segv"   SIGSEGV
+ *                         "abort"  abort(), SIGABRT
+ *                         "exit3"  exit(3), atexit handlers and all
+ *                         "stack"  recursion without end until the stack
+ *                                  overflows (SIGSEGV on the guard page)
  *
  * Shows: payload-driven behaviour, cooperative stopping, transactional
  * writes, and plugin configuration.
@@ -105,6 +116,53 @@ static bool json_str(const char *json, const char *key, char *buf, size_t len)
     return true;
 }
 
+/* The last leaked block ("leak_bytes"), written so the allocation and its
+ * memset are observable and cannot be optimised away. */
+static char *volatile leak_sink;
+
+/* Never equal to a real depth: stops the compiler from proving the
+ * recursion below endless (-Winfinite-recursion) or ending it itself. */
+static volatile long never_depth = -1;
+
+/*
+ * Recurse until the stack runs out. Each frame keeps a volatile page that
+ * is written before the call and read after it, so the call cannot become a
+ * tail call or a loop, and every frame really uses its page of stack.
+ */
+__attribute__((noinline)) static long overflow_stack(long depth)
+{
+    volatile char frame[4096];
+    frame[0] = (char)depth;
+    frame[sizeof frame - 1] = (char)(depth >> 8);
+    if (depth == never_depth)
+        return 0;
+    return overflow_stack(depth + 1) + frame[0] + frame[sizeof frame - 1];
+}
+
+static void crash(const char *how)
+{
+    if (strcmp(how, "abort") == 0)
+        abort();
+    if (strcmp(how, "exit3") == 0)
+        exit(3);
+    if (strcmp(how, "stack") == 0)
+        never_depth = overflow_stack(0); /* never returns */
+    raise(SIGSEGV);
+}
+
+/* Busy for ms milliseconds of wall time; deaf to stop requests. */
+static void spin(long long ms)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    volatile unsigned long burn = 0;
+    do {
+        for (int i = 0; i < 100000; i++)
+            burn += (unsigned long)i;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000 < ms);
+}
+
 static void ledger(struct testkit *t, const skipq_job *job)
 {
     if (t->ledger_fd < 0)
@@ -123,17 +181,18 @@ static skipq_outcome run(skipq_job *job, void *userdata)
     char msg[256];
     ledger(t, job);
 
-    if (json_str(p, "crash", msg, sizeof msg)) {
-        if (strcmp(msg, "abort") == 0)
-            abort();
-        raise(SIGSEGV);
-    }
+    if (json_str(p, "crash", msg, sizeof msg))
+        crash(msg);
     long long leak = json_int(p, "leak_bytes", 0);
     if (leak > 0) {
         char *lost = malloc((size_t)leak);
         if (lost)
             memset(lost, 0xA5, (size_t)leak); /* touch it, so it is really used */
+        leak_sink = lost; /* escapes: the compiler may not drop the block */
     }
+    long long spin_ms = json_int(p, "spin_ms", 0);
+    if (spin_ms > 0)
+        spin(spin_ms);
     long long sleep_ms = json_int(p, "sleep_ms", 0);
     bool ignore_stop = json_true(p, "ignore_stop");
     for (long long slept = 0; slept < sleep_ms; slept += 5) {
