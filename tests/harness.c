@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -219,8 +220,73 @@ char *th_host_ini(const struct th_db *db, const char *name, const char *host_ext
     return path;
 }
 
+bool th_process_mode(void)
+{
+    const char *m = getenv("SKIPQ_TEST_ISOLATION");
+    if (!m || !*m || strcmp(m, "thread") == 0)
+        return false;
+    cr_assert_str_eq(m, "process", "SKIPQ_TEST_ISOLATION=\"%s\": want thread or process", m);
+    return true;
+}
+
+/* Is the line at p (up to the next newline) a [queue NAME] header? */
+static bool queue_header(const char *p)
+{
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return strncmp(p, "[queue", 6) == 0 && (p[6] == ' ' || p[6] == '\t');
+}
+
+/* Does the section whose body starts at p set `isolation`? */
+static bool section_sets_isolation(const char *p)
+{
+    for (; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
+        const char *q = p;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q == '[')
+            return false;
+        if (strncmp(q, "isolation", 9) == 0 && (q[9] == ' ' || q[9] == '\t' || q[9] == '='))
+            return true;
+    }
+    return false;
+}
+
+/* In process mode: `isolation = process` into each [queue] section of the
+ * INI file that does not choose its isolation; the file is replaced by
+ * rename, so a host never reads half of it. */
+static void isolate_ini(const char *ini)
+{
+    if (!th_process_mode())
+        return;
+    char *text = th_read_file(ini);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&out, &len);
+    cr_assert_not_null(m);
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
+        fwrite(p, 1, n, m);
+        if (queue_header(p) && !section_sets_isolation(p + n))
+            fputs(nl ? "isolation = process\n" : "\nisolation = process\n", m);
+        p += n;
+    }
+    fclose(m);
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.isolated", ini);
+    FILE *f = fopen(tmp, "w");
+    cr_assert_not_null(f, "cannot write %s", tmp);
+    fwrite(out, 1, len, f);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(rename(tmp, ini), 0, "rename %s: %s", tmp, strerror(errno));
+    free(out);
+    free(text);
+}
+
 pid_t th_host_start(const char *ini)
 {
+    isolate_ini(ini);
     char log[600];
     snprintf(log, sizeof log, "%s.log", ini);
     pid_t pid = fork();
@@ -247,6 +313,71 @@ pid_t th_host_start(const char *ini)
         }
     }
     return pid;
+}
+
+/* The parent of process pid per /proc/PID/stat, or -1. The command name
+ * in parentheses may hold anything, so read after its last ')'. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *close = strrchr(buf, ')');
+    int ppid = -1;
+    if (!close || sscanf(close + 1, " %*c %d", &ppid) != 1)
+        return -1;
+    return (pid_t)ppid;
+}
+
+/* pid's descendants (children before grandchildren) into out; how many. */
+static int descendants(pid_t pid, pid_t *out, int max)
+{
+    int n = 0;
+    for (int parent = -1; parent < n; parent++) {
+        pid_t of = parent < 0 ? pid : out[parent];
+        DIR *d = opendir("/proc");
+        cr_assert_not_null(d, "opendir /proc: %s", strerror(errno));
+        for (struct dirent *e; (e = readdir(d)) != NULL && n < max;) {
+            char *end;
+            long p = strtol(e->d_name, &end, 10);
+            if (*end == '\0' && p > 0 && parent_of((pid_t)p) == of)
+                out[n++] = (pid_t)p;
+        }
+        closedir(d);
+    }
+    return n;
+}
+
+void th_host_signal_all(pid_t pid, int sig)
+{
+    pid_t kids[256];
+    int n = descendants(pid, kids, 256);
+    if (sig != SIGCONT)
+        kill(pid, sig);
+    for (int i = 0; i < n; i++)
+        kill(kids[i], sig);
+    if (sig == SIGCONT)
+        kill(pid, sig);
+}
+
+/* Append opt to the options in environment variable var. */
+static void add_option(const char *var, const char *opt)
+{
+    const char *o = getenv(var);
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s%s%s", o && *o ? o : "", o && *o ? ":" : "", opt);
+    setenv(var, buf, 1);
+}
+
+void th_child_raw_crashes(void)
+{
+    add_option("SKIPQ_CHILD_ASAN_OPTIONS", "handle_segv=0:detect_leaks=0");
+    add_option("TSAN_OPTIONS", "handle_segv=0");
 }
 
 int th_host_exited(pid_t pid)

@@ -145,6 +145,32 @@ char *slurp_log(const struct host *h);
 long long th_wait_at_least(PGconn *conn, long long want, int timeout_ms, int poll_ms, struct host *const *hs,
                            int nh, const char *sql);
 
+/*
+ * Worker isolation for a whole run of a suite: $SKIPQ_TEST_ISOLATION is
+ * "thread" (or unset) or "process"; anything else fails the test. In
+ * process mode th_host_start gives every [queue NAME] section of the INI
+ * `isolation = process` (unless the section sets isolation itself) before
+ * the host reads it, so a suite written for thread mode runs unchanged with
+ * worker processes: tests/CMakeLists.txt registers hammer, faults and chaos a
+ * second time that way (hammer_process, ...). There is no implicit default
+ * group to convert: a host without a [queue] section refuses to run.
+ */
+bool th_process_mode(void);
+
+/* Send sig to a host and to every process it started, descendants first
+ * for SIGCONT and last otherwise: freezing (SIGSTOP) a host in process mode
+ * freezes its worker processes too, as a paused machine would. */
+void th_host_signal_all(pid_t pid, int sig);
+
+/*
+ * For tests whose handlers crash on purpose: hosts started after this call
+ * die of the signal a handler raises (handle_segv=0, so the ASan and TSan
+ * runtimes report no "deadly signal" of their own and the process ends by
+ * SIGSEGV as in a release build), and skip leak checks at exit (a worker
+ * that exit()s from a handler leaves what it held).
+ */
+void th_child_raw_crashes(void);
+
 /* Run the skipq CLI; returns its exit status. out/err (if not NULL) receive
  * malloc'd stdout and stderr. */
 int th_cli(char **out, char **err, const char *arg0, ...);
