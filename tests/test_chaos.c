@@ -166,8 +166,17 @@ Test(chaos, backends_terminated_at_random, .timeout = 300)
     PQfinish(killer);
 }
 
+/*
+ * In thread mode the poison job takes the host down with it, each time,
+ * and comes back only through its lease: the host crashes once per
+ * attempt. In process mode (SKIPQ_TEST_ISOLATION=process) it takes only its
+ * worker process: the host never exits and each attempt ends 'crashed'.
+ */
 Test(chaos, poison_job_ends_dead_after_restarts, .timeout = 300)
 {
+    bool process = th_process_mode();
+    if (process)
+        th_child_raw_crashes();
     struct th_db db;
     th_db_new(&db);
     int64_t poison = th_enqueue(db.conn, "test", "{\"crash\": \"segv\"}", NULL, 100, 2);
@@ -192,11 +201,14 @@ Test(chaos, poison_job_ends_dead_after_restarts, .timeout = 300)
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = 'dead' AND attempts = 2",
                             (long long)poison),
                  1, "the poison job is not dead after 2 attempts");
-    cr_expect_eq(crashes, 2, "the host crashed %d times for a job with max_attempts 2", crashes);
+    cr_expect_eq(crashes, process ? 0 : 2, "the host crashed %d times for a job with max_attempts 2", crashes);
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 50);
-    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND last_error LIKE '%%lease expired%%'",
-                            (long long)poison),
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND last_error LIKE '%s'",
+                            (long long)poison, process ? "killed by SIGSEGV%" : "%lease expired%"),
                  1);
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %lld AND status = '%s'",
+                            (long long)poison, process ? "crashed" : "lost"),
+                 2);
     th_check_invariants(db.conn);
 }
 
@@ -227,12 +239,19 @@ Test(chaos, handler_timeouts, .timeout = 300)
                             (long long)polite),
                  2);
     /* The hung one keeps its thread, but its lease is no longer renewed:
-     * the sweep ends it by the normal rules (dead: it had one attempt). */
+     * the sweep ends it by the normal rules (dead: it had one attempt). In
+     * process mode its worker process is killed 1 s after the timeout and
+     * the attempt is 'crashed'. */
+    bool process = th_process_mode();
     cr_expect_eq(wait_job(db.conn, hung, "dead", 60000), 1, "the hung job is not dead");
-    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND last_error LIKE '%%lease expired%%'",
-                            (long long)hung),
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND last_error LIKE '%s'",
+                            (long long)hung, process ? "timed out after%" : "%lease expired%"),
                  1);
-    /* One thread is lost to the hung handler; the others still work. */
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %lld AND status = '%s'",
+                            (long long)hung, process ? "crashed" : "lost"),
+                 1);
+    /* One thread is lost to the hung handler (in process mode, its worker
+     * process is replaced); the others still work. */
     enqueue_many(db.conn, 20, "{}");
     cr_expect_eq(th_wait_scalar(db.conn, 20, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 20);
 

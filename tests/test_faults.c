@@ -169,7 +169,7 @@ Test(faults, sigstop_zombie_is_fenced, .timeout = 120)
     struct host *as[] = {&a}, *bs[] = {&b};
     host_start(&a);
     cr_assert_eq(th_wait_at_least(c, 1, 30000, 20, as, 1, RUNNING_SQL), 1, "host A never claimed the job");
-    kill(a.pid, SIGSTOP);
+    th_host_signal_all(a.pid, SIGSTOP); /* and its worker processes, if any */
     int64_t stopped_at = th_now_ms();
     int64_t a_exec = th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id);
     cr_assert_eq(th_scalarf(c,
@@ -185,7 +185,7 @@ Test(faults, sigstop_zombie_is_fenced, .timeout = 120)
     cr_assert_gt(frozen, 3000, "B completed the job %lld ms after A froze, before A's 3 s lease ran out",
                  (long long)frozen);
 
-    kill(a.pid, SIGCONT);
+    th_host_signal_all(a.pid, SIGCONT);
     /* A's handler wakes, writes its effect in its transaction, and tries to
      * mark the job done: fenced, so its transaction rolls back. */
     cr_assert(wait_log(&a, "discarded", 30000), "host A never reported its result as discarded:\n%s", slurp_log(&a));
