@@ -515,13 +515,13 @@ Test(cli_stats, counts_per_queue_and_kind, .timeout = 60)
     int st = th_cli(&out, &err, "stats", "--db", db.conninfo, NULL);
     cr_assert_eq(st, 0, "exit %d: %s", st, err);
     char *t = squeeze(out);
-    cr_expect_not_null(strstr(t, "queue kind ready scheduled blocked running expired oldest_ready_s done_1h dead_1h done dead "
+    cr_expect_not_null(strstr(t, "queue kind ready scheduled blocked running expired oldest_ready_s done_1h dead_1h crashed_1h done dead "
                                  "cancelled p50_ms p95_ms p99_ms served paused\n"),
                        "%s", out);
     /* oldest_ready_s (between the two halves) is a second or so */
     cr_expect_not_null(strstr(t, "\ndefault a 2 0 0 0 0 "), "%s", out);
-    cr_expect_not_null(strstr(t, " 1 0 1 0 0 - - - no no\ndefault b 0 1 0 0 0 - 0 0 0 0 0 - - - no no\n"), "%s", out);
-    cr_expect_not_null(strstr(t, "\nother a 0 0 0 0 0 - 1 1 1 1 0 - - - no no\n"), "%s", out);
+    cr_expect_not_null(strstr(t, " 1 0 0 1 0 0 - - - no no\ndefault b 0 1 0 0 0 - 0 0 0 0 0 0 - - - no no\n"), "%s", out);
+    cr_expect_not_null(strstr(t, "\nother a 0 0 0 0 0 - 1 1 0 1 1 0 - - - no no\n"), "%s", out);
     cr_expect_not_null(strstr(t, "no live host serves kind \"a\" on queue \"default\": 2 job(s) ready"), "%s", out);
     free(t);
     free(out);
@@ -531,10 +531,10 @@ Test(cli_stats, counts_per_queue_and_kind, .timeout = 60)
     cr_assert_eq(st, 0, "exit %d: %s", st, err);
     const char *want[] = {
         "{\"queues\":[{\"queue\":\"default\",\"kind\":\"a\",\"ready\":2,\"scheduled\":0,\"blocked\":0,\"running\":0,\"expired\":0,",
-        "\"done_1h\":1,\"dead_1h\":0,\"done\":1,\"dead\":0,\"cancelled\":0,\"p50_ms\":null,\"p95_ms\":null,"
+        "\"done_1h\":1,\"dead_1h\":0,\"crashed_1h\":0,\"done\":1,\"dead\":0,\"cancelled\":0,\"p50_ms\":null,\"p95_ms\":null,"
         "\"p99_ms\":null,\"served\":false,\"paused\":false},{\"queue\":\"default\",\"kind\":\"b\",\"ready\":0,\"scheduled\":1,",
         "{\"queue\":\"other\",\"kind\":\"a\",\"ready\":0,\"scheduled\":0,\"blocked\":0,\"running\":0,\"expired\":0,"
-        "\"oldest_ready_s\":null,\"done_1h\":1,\"dead_1h\":1,\"done\":1,\"dead\":1,\"cancelled\":0,",
+        "\"oldest_ready_s\":null,\"done_1h\":1,\"dead_1h\":1,\"crashed_1h\":0,\"done\":1,\"dead\":1,\"cancelled\":0,",
         "],\"unserved\":[{\"queue\":\"default\",\"kind\":\"a\",\"ready\":2}],\"paused\":[],\"hosts\":[],"
         "\"totals_since\":\""};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)

@@ -57,7 +57,7 @@ Test(pause, pause_and_resume_a_queue_or_a_kind_from_the_cli, .timeout = 60)
     cr_expect(strstr(out, "paused (no new claims): queue reports, kind mail") != NULL, "%s", out);
     free(out);
     cr_assert_eq(th_cli(&out, NULL, "top", "--iterations", "1", "--json", "--db", db.conninfo, NULL), 0);
-    cr_expect(strstr(out, "\"dead_1h\":0,\"paused\":true}") != NULL, "%s", out);
+    cr_expect(strstr(out, "\"dead_1h\":0,\"crashed_1h\":0,\"paused\":true}") != NULL, "%s", out);
     free(out);
 
     expect_cli(0, "queue \"reports\" resumed\n", NULL, "resume", "--queue", "reports", db.conninfo);

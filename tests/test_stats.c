@@ -215,6 +215,90 @@ Test(stats, numbers_of_a_known_mix, .timeout = 120)
     free(json);
 }
 
+/* An execution of the job of kind `kind` (one per kind here), started
+ * `ago` ago and finished a millisecond later. */
+static void execution(PGconn *c, const char *kind, const char *status, const char *error, const char *ago)
+{
+    th_execf(c,
+             "INSERT INTO skipq.job_executions (job_id, attempt, worker, status, error, started_at, finished_at)"
+             " SELECT id, (SELECT count(*) + 1 FROM skipq.job_executions e WHERE e.job_id = j.id), 'w', '%s', '%s',"
+             "        now() - interval '%s', now() - interval '%s' + interval '1 millisecond'"
+             "   FROM skipq.jobs j WHERE kind = '%s'",
+             status, error, ago, ago, kind);
+}
+
+/*
+ * Crashes ('crashed': the worker process died under the attempt, in
+ * process isolation) per kind, over the last hour like the other *_1h
+ * figures: in stats, in top's queue rows, and per kind in top with the
+ * latest cause; top counts them as failed attempts.
+ */
+Test(stats, crashes_per_kind_over_the_last_hour, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    jobs(c, 1, "a", "pending", "attempts, max_attempts", "9, 20");
+    jobs(c, 1, "b", "dead", "attempts, finished_at", "3, now()");
+    execution(c, "a", "crashed", "killed by SIGSEGV", "2 hours"); /* outside the hour */
+    execution(c, "a", "crashed", "killed by SIGABRT", "40 minutes");
+    execution(c, "a", "retry", "planned failure", "30 minutes"); /* a failure, not a crash */
+    execution(c, "a", "crashed", "exceeded max_memory (300 MB > 192 MB)", "20 minutes");
+    execution(c, "a", "crashed", "killed by SIGSEGV", "1 second");
+    execution(c, "b", "crashed", "exit status 3", "10 minutes");
+    execution(c, "b", "lost", "lease expired", "5 minutes");
+
+    char *json = stats_json(&db);
+    char *a = stats_row(c, json, "mix", "a"), *b = stats_row(c, json, "mix", "b");
+    cr_assert(a && b, "%s", json);
+    expect_field(c, a, "crashed_1h", "3");
+    expect_field(c, b, "crashed_1h", "1");
+    free(a);
+    free(b);
+    free(json);
+    char *out = NULL;
+    cr_assert_eq(th_cli(&out, NULL, "stats", "--db", db.conninfo, NULL), 0);
+    cr_expect(strstr(out, "  crashed_1h  ") != NULL, "no crashed_1h column: %s", out);
+    free(out);
+
+    cr_assert_eq(th_cli(&out, NULL, "top", "-n", "1", "--json", "--db", db.conninfo, NULL), 0);
+    char *v = json_at(c, out, "{queues,0,crashed_1h}");
+    cr_expect(v && strcmp(v, "4") == 0, "crashed_1h of queue mix: %s", out);
+    free(v);
+    const char *want[][3] = {{"0", "a", "3"}, {"1", "b", "1"}};
+    const char *cause[] = {"killed by SIGSEGV", "exit status 3"};
+    for (int i = 0; i < 2; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "{crashed,%s,kind}", want[i][0]);
+        v = json_at(c, out, path);
+        cr_expect(v && strcmp(v, want[i][1]) == 0, "%s: %s", path, out);
+        free(v);
+        snprintf(path, sizeof path, "{crashed,%s,crashed_1h}", want[i][0]);
+        v = json_at(c, out, path);
+        cr_expect(v && strcmp(v, want[i][2]) == 0, "%s: %s", path, out);
+        free(v);
+        snprintf(path, sizeof path, "{crashed,%s,last_cause}", want[i][0]);
+        v = json_at(c, out, path);
+        cr_expect(v && strcmp(v, cause[i]) == 0, "%s: %s", path, out);
+        free(v);
+    }
+    /* The crash a second ago is a failed attempt of the last 10 s, and the
+     * last error. */
+    v = json_at(c, out, "{failed_per_s}");
+    cr_expect(v && strcmp(v, "0.1") == 0, "failed_per_s: %s", out);
+    free(v);
+    v = json_at(c, out, "{last_error,error}");
+    cr_expect(v && strcmp(v, "killed by SIGSEGV") == 0, "last_error: %s", out);
+    free(v);
+    free(out);
+    cr_assert_eq(th_cli(&out, NULL, "top", "-n", "1", "--db", db.conninfo, NULL), 0);
+    cr_expect(strstr(out, "\ncrashed in the last hour: kind a 3 (last: killed by SIGSEGV), kind b 1 (last: exit status 3)\n")
+                  != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "  crashed_1h") != NULL, "no crashed_1h column: %s", out);
+    free(out);
+}
+
 Test(stats, totals_are_exact_and_survive_retention, .timeout = 120)
 {
     struct th_db db;

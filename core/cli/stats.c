@@ -11,8 +11,10 @@
  *    watermark if that is older, through the BRIN index on finished_at;
  *  - "total" is skipq.job_totals (advanced by the hosts, sql/008_hosts.sql)
  *    plus what finished after its watermark;
- *  - percentiles and throughput read executions started in the last hour
- *    through the BRIN index on started_at.
+ *  - percentiles, throughput and crashes (attempts whose worker process
+ *    died, [queue] isolation = process: status 'crashed', sql/055) read
+ *    executions started in the last hour through the BRIN index on
+ *    started_at.
  * Both also list what is paused (skipq.paused, sql/054_pause.sql).
  * The fetch functions return the results (skipq web reads them too); the
  * print functions format them. Each command reads in one REPEATABLE READ READ ONLY transaction, so its
@@ -159,15 +161,24 @@ static const char STATS_SQL[] =
     "         AND e.status OPERATOR(pg_catalog.=) ANY (ARRAY['done', 'retry', 'dead'])"
     "         AND e.finished_at IS NOT NULL) x"
     "     GROUP BY qk) y"
+    "), cr AS ("
+    "  SELECT pg_catalog.split_part(qk, '/', 1) AS queue, pg_catalog.split_part(qk, '/', 2) AS kind,"
+    "         pg_catalog.count(*) AS crashed_1h FROM ("
+    "    SELECT " JOB_OF_EXECUTION("j.queue OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) j.kind") " AS qk"
+    "      FROM skipq.job_executions e"
+    "     WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND e.status OPERATOR(pg_catalog.=) 'crashed') x"
+    "   GROUP BY qk"
     "), k AS ("
     "  SELECT queue, kind FROM cur UNION SELECT queue, kind FROM fin"
     "  UNION SELECT queue, kind FROM skipq.job_totals UNION SELECT queue, kind FROM pct"
+    "  UNION SELECT queue, kind FROM cr"
     ")"
     " SELECT k.queue, k.kind, coalesce(c.ready, 0) AS ready, coalesce(c.scheduled, 0) AS scheduled,"
     "        coalesce(c.blocked, 0) AS blocked, coalesce(c.running, 0) AS running, coalesce(c.expired, 0) AS expired,"
     "        pg_catalog.round(extract(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-) c.oldest))::pg_catalog.int8"
     "          AS oldest_ready_s,"
     "        coalesce(f.done_1h, 0) AS done_1h, coalesce(f.dead_1h, 0) AS dead_1h,"
+    "        coalesce(x.crashed_1h, 0) AS crashed_1h,"
     "        coalesce(t.done, 0) OPERATOR(pg_catalog.+) coalesce(f.done, 0) AS done,"
     "        coalesce(t.dead, 0) OPERATOR(pg_catalog.+) coalesce(f.dead, 0) AS dead,"
     "        coalesce(t.cancelled, 0) OPERATOR(pg_catalog.+) coalesce(f.cancelled, 0) AS cancelled,"
@@ -186,6 +197,7 @@ static const char STATS_SQL[] =
     "   LEFT JOIN fin f ON f.queue OPERATOR(pg_catalog.=) k.queue AND f.kind OPERATOR(pg_catalog.=) k.kind"
     "   LEFT JOIN skipq.job_totals t ON t.queue OPERATOR(pg_catalog.=) k.queue AND t.kind OPERATOR(pg_catalog.=) k.kind"
     "   LEFT JOIN pct p ON p.queue OPERATOR(pg_catalog.=) k.queue AND p.kind OPERATOR(pg_catalog.=) k.kind"
+    "   LEFT JOIN cr x ON x.queue OPERATOR(pg_catalog.=) k.queue AND x.kind OPERATOR(pg_catalog.=) k.kind"
     "  ORDER BY k.queue, k.kind";
 
 static const char HOSTS_SQL[] =
@@ -324,7 +336,8 @@ bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen
             table_rows(out, d.hosts, 0);
         fprintf(out,
                 "\nready: runnable now; blocked: waiting for their parents (depends_on); oldest_ready_s: the longest a ready job has waited; expired: running past\n"
-                "its lease. *_1h and p50-p99 (handler milliseconds): the last hour. done, dead, cancelled: since\n"
+                "its lease. *_1h and p50-p99 (handler milliseconds): the last hour. crashed_1h: attempts whose\n"
+                "worker process died under them (isolation = process). done, dead, cancelled: since\n"
                 "%s, kept when retention deletes jobs. alive: heartbeat within %d heartbeat intervals.\n",
                 PQgetvalue(d.mark, 0, 2), SQ_HOST_ALIVE_BEATS);
     }
@@ -333,6 +346,10 @@ bool sq_stats_print(PGconn *conn, FILE *out, bool json, char *err, size_t errlen
 }
 
 /* ---- top ------------------------------------------------------------------------- */
+
+/* The attempts top counts as failed: a crash ('crashed', the worker
+ * process died) fails an attempt as surely as an error does. */
+#define FAILED_STATUSES "ANY (ARRAY['retry', 'dead', 'lost', 'crashed'])"
 
 /* $1: the throughput window in ms. */
 static const char TOP_QUEUES_SQL[] =
@@ -347,7 +364,7 @@ static const char TOP_QUEUES_SQL[] =
     "    FROM skipq.jobs WHERE status OPERATOR(pg_catalog.=) 'running' GROUP BY queue"
     "), ex AS ("
     "  SELECT queue, pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'done') AS done,"
-    "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) ANY (ARRAY['retry', 'dead', 'lost']))"
+    "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) " FAILED_STATUSES ")"
     "           AS failed FROM ("
     "    SELECT " JOB_OF_EXECUTION("j.queue") " AS queue, e.status"
     "      FROM skipq.job_executions e"
@@ -359,7 +376,12 @@ static const char TOP_QUEUES_SQL[] =
     "  SELECT queue, pg_catalog.count(*) AS dead_1h FROM skipq.jobs"
     "   WHERE finished_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND status OPERATOR(pg_catalog.=) 'dead'"
     "   GROUP BY queue"
-    "), k AS (SELECT queue FROM cur UNION SELECT queue FROM ex UNION SELECT queue FROM dead)"
+    "), cr AS ("
+    "  SELECT " JOB_OF_EXECUTION("j.queue") " AS queue, pg_catalog.count(*) AS crashed_1h"
+    "    FROM skipq.job_executions e"
+    "   WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND e.status OPERATOR(pg_catalog.=) 'crashed'"
+    "   GROUP BY 1"
+    "), k AS (SELECT queue FROM cur UNION SELECT queue FROM ex UNION SELECT queue FROM dead UNION SELECT queue FROM cr)"
     " SELECT k.queue, coalesce(pg_catalog.sum(c.ready), 0)::pg_catalog.int8 AS ready,"
     "        coalesce(pg_catalog.sum(c.scheduled), 0)::pg_catalog.int8 AS scheduled,"
     "        coalesce(pg_catalog.sum(c.running), 0)::pg_catalog.int8 AS running,"
@@ -369,12 +391,22 @@ static const char TOP_QUEUES_SQL[] =
     "        pg_catalog.round(coalesce(pg_catalog.min(x.failed), 0) OPERATOR(pg_catalog.*) 1000.0"
     "                         OPERATOR(pg_catalog./) $1::pg_catalog.int8, 1) AS failed_per_s,"
     "        coalesce(pg_catalog.min(d.dead_1h), 0) AS dead_1h,"
+    "        coalesce(pg_catalog.min(r.crashed_1h), 0) AS crashed_1h,"
     "        EXISTS (SELECT 1 FROM skipq.paused z WHERE z.scope OPERATOR(pg_catalog.=) 'queue'"
     "                   AND z.name OPERATOR(pg_catalog.=) k.queue) AS paused"
     "   FROM k LEFT JOIN cur c ON c.queue OPERATOR(pg_catalog.=) k.queue"
     "   LEFT JOIN ex x ON x.queue OPERATOR(pg_catalog.=) k.queue"
     "   LEFT JOIN dead d ON d.queue OPERATOR(pg_catalog.=) k.queue"
+    "   LEFT JOIN cr r ON r.queue OPERATOR(pg_catalog.=) k.queue"
     "  GROUP BY k.queue ORDER BY k.queue";
+
+/* Crashes per kind in the last hour, with the latest cause. */
+static const char TOP_CRASHED_SQL[] =
+    "SELECT kind, pg_catalog.count(*) AS crashed_1h,"
+    "       (pg_catalog.array_agg(error ORDER BY finished_at DESC NULLS LAST))[1] AS last_cause FROM ("
+    "  SELECT " JOB_OF_EXECUTION("j.kind") " AS kind, e.error, e.finished_at FROM skipq.job_executions e"
+    "   WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND e.status OPERATOR(pg_catalog.=) 'crashed') x"
+    " GROUP BY kind ORDER BY crashed_1h DESC, kind";
 
 static const char TOP_HEAD_SQL[] =
     "SELECT pg_catalog.to_char(pg_catalog.now(), 'YYYY-MM-DD HH24:MI:SSOF') AS at,"
@@ -387,7 +419,7 @@ static const char TOP_HEAD_SQL[] =
     "  FROM (SELECT 1) one LEFT JOIN LATERAL ("
     "    SELECT x.job_id, x.error, x.finished_at FROM skipq.job_executions x"
     "     WHERE x.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND x.error IS NOT NULL"
-    "       AND x.status OPERATOR(pg_catalog.=) ANY (ARRAY['retry', 'dead', 'lost'])"
+    "       AND x.status OPERATOR(pg_catalog.=) " FAILED_STATUSES
     "     ORDER BY x.finished_at DESC NULLS LAST LIMIT 1) e ON true";
 
 /* Sum a numeric column over the rows, as printed text. */
@@ -404,6 +436,7 @@ void sq_top_clear(struct sq_top_data *d)
     PQclear(d->head);
     PQclear(d->rows);
     PQclear(d->paused);
+    PQclear(d->crashed);
     memset(d, 0, sizeof *d);
 }
 
@@ -418,12 +451,28 @@ bool sq_top_fetch(PGconn *conn, int64_t window_ms, struct sq_top_data *d, char *
         return false;
     if ((d->head = sq_db_query(conn, TOP_HEAD_SQL, 0, NULL, err, errlen)) &&
         (d->rows = sq_db_query(conn, TOP_QUEUES_SQL, 1, params, err, errlen)) &&
-        (d->paused = sq_db_query(conn, PAUSED_SQL, 0, NULL, err, errlen)))
+        (d->paused = sq_db_query(conn, PAUSED_SQL, 0, NULL, err, errlen)) &&
+        (d->crashed = sq_db_query(conn, TOP_CRASHED_SQL, 0, NULL, err, errlen)))
         ok = true;
     PQclear(PQexec(conn, "ROLLBACK"));
     if (!ok)
         sq_top_clear(d);
     return ok;
+}
+
+/* "crashed in the last hour: kind test 3 (last: killed by SIGSEGV), ...",
+ * or nothing. */
+static void print_crashed(FILE *out, const PGresult *crashed)
+{
+    for (int r = 0; r < PQntuples(crashed); r++) {
+        fputs(r ? ", kind " : "\ncrashed in the last hour: kind ", out);
+        sq_fput_text(out, PQgetvalue(crashed, r, 0), SIZE_MAX, 0);
+        fprintf(out, " %s (last: ", PQgetvalue(crashed, r, 1));
+        sq_fput_text(out, PQgetisnull(crashed, r, 2) ? "-" : PQgetvalue(crashed, r, 2), 80, 0);
+        fputc(')', out);
+    }
+    if (PQntuples(crashed) > 0)
+        fputc('\n', out);
 }
 
 static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, char *err, size_t errlen)
@@ -450,6 +499,8 @@ static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, ch
         }
         fputs(",\"paused\":", out);
         print_paused(out, d.paused, true);
+        fputs(",\"crashed\":", out);
+        json_rows(out, d.crashed);
         fputs(",\"queues\":", out);
         json_rows(out, rows);
         fputs("}\n", out);
@@ -465,6 +516,7 @@ static bool top_refresh(PGconn *conn, FILE *out, const struct sq_top_opts *o, ch
         else
             table_rows(out, rows, 0);
         print_paused(out, d.paused, false);
+        print_crashed(out, d.crashed);
         if (!PQgetisnull(head, 0, 4)) {
             fprintf(out, "\nlast error %s, job %s: ", PQgetvalue(head, 0, 5), PQgetvalue(head, 0, 3));
             sq_fput_text(out, PQgetvalue(head, 0, 4), 200, 0);

@@ -25,9 +25,10 @@ void sq_stats_clear(struct sq_stats_data *d);
 
 /* What one refresh of top prints: the head (at, hosts, threads,
  * last_error_job, last_error, last_error_at), a row per queue with rates
- * over window_ms, and the paused set. */
+ * over window_ms, the paused set, and the crashes of the last hour per kind
+ * (kind, crashed_1h, last_cause). */
 struct sq_top_data {
-    PGresult *head, *rows, *paused;
+    PGresult *head, *rows, *paused, *crashed;
 };
 bool sq_top_fetch(PGconn *conn, int64_t window_ms, struct sq_top_data *d, char *err, size_t errlen);
 void sq_top_clear(struct sq_top_data *d);
