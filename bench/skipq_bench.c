@@ -23,6 +23,9 @@
  *            minutes while hosts drain them and [retention] deletes them;
  *            table and index sizes reported as it goes, to show they level off
  *
+ * --isolation process runs every host's group as worker processes ([queue]
+ * isolation); bench/isolation.sh alternates it with thread mode.
+ *
  * Values always travel as parameters (PQexecParams/PQprepare); only fixed
  * table names and constants are part of the SQL text. Sessions are opened
  * as skipq opens its own (core/common/db.c: search_path pinned from the start),
@@ -94,6 +97,7 @@ static struct {
     int naging;
     const char *json_path;
     bool keep;
+    const char *isolation; /* [queue] isolation of every host: thread or process */
 } opt = {
     .modes = MODE_ENQUEUE | MODE_DRAIN | MODE_LATENCY | MODE_CEILING | MODE_AGING,
     .jobs = 20000,
@@ -110,7 +114,15 @@ static struct {
     .aging_rows = {0, 1000000},
     .naging = 2,
     .repeat = 1,
+    .isolation = "thread",
 };
+
+/* The [queue default] line for --isolation: none in thread mode (the
+ * default), so the same INI runs builds older than the key. */
+static const char *isolation_line(void)
+{
+    return strcmp(opt.isolation, "process") == 0 ? "isolation = process\n" : "";
+}
 
 /* ---- global state (for cleanup) --------------------------------------------------- */
 
@@ -734,8 +746,8 @@ static void drain_run(struct drain_result *out, long n, const char *label)
                        "[database]\nurl = %s\n\n"
                        "[host]\npoll_interval = 20ms\nlog_level = warn\nshutdown_grace = 5s\n\n"
                        "[plugin noop]\npath = %s/noop.so\n\n"
-                       "[queue default]\nthreads = %ld\nbatch = %ld\n",
-                       g.conninfo, SKIPQ_BENCH_PLUGIN_DIR, opt.threads, opt.batch);
+                       "[queue default]\nthreads = %ld\nbatch = %ld\n%s",
+                       g.conninfo, SKIPQ_BENCH_PLUGIN_DIR, opt.threads, opt.batch, isolation_line());
     if (len < 0 || (size_t)len >= sizeof body)
         die("INI too long");
     write_file(ini, body, 0600);
@@ -1033,8 +1045,8 @@ static void mode_latency(void)
                        "[database]\nurl = %s\n\n"
                        "[host]\npoll_interval = 1s\nlog_level = warn\nshutdown_grace = 5s\n\n"
                        "[plugin probe]\npath = %s/probe.so\nledger = %s\n\n"
-                       "[queue default]\nthreads = %ld\nbatch = 1\nkinds = probe\n",
-                       g.conninfo, SKIPQ_BENCH_PLUGIN_DIR, ledger, opt.threads);
+                       "[queue default]\nthreads = %ld\nbatch = 1\nkinds = probe\n%s",
+                       g.conninfo, SKIPQ_BENCH_PLUGIN_DIR, ledger, opt.threads, isolation_line());
     if (len < 0 || (size_t)len >= sizeof body)
         die("INI too long");
     write_file(ini, body, 0600);
@@ -1384,9 +1396,9 @@ static void mode_churn(void)
                        "[host]\npoll_interval = 20ms\nlog_level = warn\nshutdown_grace = 5s\n\n"
                        "[retention]\ndone = %lds\ndead = %lds\ninterval = 5s\nbatch = %ld\n\n"
                        "[plugin noop]\npath = %s/noop.so\n\n"
-                       "[queue default]\nthreads = %ld\nbatch = %ld\n",
+                       "[queue default]\nthreads = %ld\nbatch = %ld\n%s",
                        g.conninfo, opt.churn_retain_s, opt.churn_retain_s, batch, SKIPQ_BENCH_PLUGIN_DIR,
-                       opt.threads, opt.batch);
+                       opt.threads, opt.batch, isolation_line());
     if (len < 0 || (size_t)len >= sizeof body)
         die("INI too long");
     write_file(ini, body, 0600);
@@ -1500,9 +1512,10 @@ static void json_drain(FILE *f, const struct drain_result *d)
 static void write_json(FILE *f)
 {
     fputs("{\n  \"params\": {", f);
-    fprintf(f, "\"jobs\": %ld, \"threads\": %ld, \"hosts\": %ld, \"batch\": %ld, \"latency_jobs\": %ld, "
-               "\"ceiling_seconds\": %ld, \"repeat\": %ld, \"aging_rows\": [",
-            opt.jobs, opt.threads, opt.hosts, opt.batch, opt.latency_jobs, opt.ceiling_seconds, opt.repeat);
+    fprintf(f, "\"jobs\": %ld, \"threads\": %ld, \"hosts\": %ld, \"batch\": %ld, \"isolation\": \"%s\", "
+               "\"latency_jobs\": %ld, \"ceiling_seconds\": %ld, \"repeat\": %ld, \"aging_rows\": [",
+            opt.jobs, opt.threads, opt.hosts, opt.batch, opt.isolation, opt.latency_jobs, opt.ceiling_seconds,
+            opt.repeat);
     for (int i = 0; i < opt.naging; i++)
         fprintf(f, "%s%ld", i ? ", " : "", opt.aging_rows[i]);
     fputs("], \"modes\": [", f);
@@ -1627,10 +1640,10 @@ static void row(const char *mode, const char *what, const char *fmt, ...)
 static void print_table(void)
 {
     printf("\nskipq-bench: skipq %s (%s), PostgreSQL %s, synchronous_commit=%s, fsync=%s, %ld CPU(s), "
-           "load average %.1f at start, %.1f at end; jobs %ld, hosts %ld, threads %ld, batch %ld\n",
+           "load average %.1f at start, %.1f at end; jobs %ld, hosts %ld, threads %ld, batch %ld, isolation %s\n",
            SKIPQ_VERSION, R.source[0] ? R.source : "source revision unknown", R.pg_version, R.sync_commit, R.fsync,
            sysconf(_SC_NPROCESSORS_ONLN), R.load_start[0], R.load_end[0], opt.jobs, opt.hosts, opt.threads,
-           opt.batch);
+           opt.batch, opt.isolation);
     printf("  %-8s  %-44s  %s\n", "mode", "measure", "value");
     if (R.enqueue_ran) {
         row("enqueue", "set-based, one statement", "%.0f jobs/s", (double)R.enq_jobs / R.set_s);
@@ -1684,7 +1697,8 @@ static const char USAGE[] =
     "usage: skipq-bench [--db CONNINFO] [--modes enqueue,drain,latency,ceiling,aging,churn] [--jobs N]\n"
     "                   [--threads T] [--hosts H] [--batch B] [--latency-jobs N] [--ceiling-seconds S]\n"
     "                   [--aging-rows R1,R2,...] [--churn-minutes M] [--churn-rate N] [--churn-report S]\n"
-    "                   [--churn-retain S] [--repeat N] [--json FILE] [--timeout S] [--keep]\n"
+    "                   [--churn-retain S] [--isolation thread|process] [--repeat N] [--json FILE]\n"
+    "                   [--timeout S] [--keep]\n"
     "\n"
     "  --db CONNINFO        server to use (URI or conninfo; needs CREATEDB). Default: start a\n"
     "                       throwaway PostgreSQL with scripts/pg.sh under /tmp/skipq-bench-PID\n"
@@ -1701,6 +1715,8 @@ static const char USAGE[] =
     "  --churn-rate N       jobs/s enqueued during the churn run (default 5000)\n"
     "  --churn-report S     seconds between size reports in the churn run (default 60)\n"
     "  --churn-retain S     [retention] done/dead age in the churn run, seconds (default 60)\n"
+    "  --isolation MODE     [queue] isolation of every host: thread (default) or process, each\n"
+    "                       of the --threads a worker process\n"
     "  --repeat N           drains per drain/aging measurement, median reported (default 1)\n"
     "  --json FILE          also write the JSON report to FILE\n"
     "  --timeout S          give up when a drain takes longer (default 600)\n"
@@ -1724,7 +1740,7 @@ static long parse_long(const char *name, const char *s, long min, long max)
 static void parse_args(int argc, char **argv)
 {
     enum { O_DB = 256, O_MODES, O_JOBS, O_THREADS, O_HOSTS, O_BATCH, O_LAT, O_CEIL, O_AGING, O_JSON, O_TIMEOUT, O_KEEP,
-           O_CHURN_MIN, O_CHURN_RATE, O_CHURN_REPORT, O_CHURN_RETAIN, O_REPEAT };
+           O_CHURN_MIN, O_CHURN_RATE, O_CHURN_REPORT, O_CHURN_RETAIN, O_REPEAT, O_ISOLATION };
     static const struct option longopts[] = {
         {"db", required_argument, NULL, O_DB},
         {"modes", required_argument, NULL, O_MODES},
@@ -1743,6 +1759,7 @@ static void parse_args(int argc, char **argv)
         {"churn-report", required_argument, NULL, O_CHURN_REPORT},
         {"churn-retain", required_argument, NULL, O_CHURN_RETAIN},
         {"repeat", required_argument, NULL, O_REPEAT},
+        {"isolation", required_argument, NULL, O_ISOLATION},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1831,6 +1848,13 @@ static void parse_args(int argc, char **argv)
             break;
         case O_REPEAT:
             opt.repeat = parse_long("--repeat", optarg, 1, MAX_REPEAT);
+            break;
+        case O_ISOLATION:
+            if (strcmp(optarg, "thread") != 0 && strcmp(optarg, "process") != 0) {
+                fprintf(stderr, "skipq-bench: --isolation: \"%s\" is not thread or process\n%s", optarg, USAGE);
+                exit(2);
+            }
+            opt.isolation = optarg;
             break;
         case 'h':
             fputs(USAGE, stdout);
