@@ -190,6 +190,7 @@ static bool build_workers(struct sq_host *h, const char *db_flag, char *err, siz
             w->live = &h->lives[idx];
             pthread_mutex_init(&w->conn_lock, NULL);
             w->sock = -1;
+            w->ctl = -1;
             if (!w->group->process && !(w->slots = calloc((size_t)w->nslots, sizeof *w->slots)))
                 return false;
         }
@@ -435,12 +436,6 @@ static void warn_thread_limits(const struct sq_host *h)
 
 int sq_host_run(struct sq_config *cfg, const char *db_flag)
 {
-    const char *wproc = getenv(SQ_WPROC_ENV);
-    if (wproc) {
-        char *spec = strdup(wproc);
-        unsetenv(SQ_WPROC_ENV); /* not for what its plugins start */
-        return spec ? sq_wproc_run(cfg, db_flag, spec) : 1;
-    }
     struct sq_host host = {.cfg = cfg};
     struct sq_host *h = &host;
     char err[1024];
@@ -454,6 +449,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->slots_lock, NULL);
     pthread_mutex_init(&h->hb.conn_lock, NULL);
+    pthread_mutex_init(&h->ctl_lock, NULL);
     h->hb.sock = -1;
     pthread_cond_init(&h->wake, NULL);
     sq_log_set_level(cfg->log_level);

@@ -38,7 +38,7 @@
 #include "common/util.h"
 #include "host/kinds.h"
 #include "host/queue.h"
-#include "host/procs.h"
+#include "host/ctl.h"
 #include "host/state.h"
 #include "host/wake.h"
 
@@ -130,7 +130,7 @@ static bool refresh_group(struct sq_host *h, struct sq_group *g, PGresult *res)
     free(kinds);
     free(leases);
     if (was_none != none || changed)
-        sq_procs_send(h, g, SQ_CTL_PAUSED, 0); /* its worker processes read skipq.paused again */
+        sq_ctl_send(h, (size_t)(g - h->groups), SQ_CTL_PAUSED, 0); /* its worker processes read skipq.paused again */
     if (was_none != none || (changed && !none)) {
         log_group(g, was_none, none, queue_paused, g->claim_kinds);
         if (!none)

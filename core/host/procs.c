@@ -73,6 +73,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "host/ctl.h"
 #include "host/kinds.h"
 #include "host/queue.h"
 #include "host/session.h"
@@ -125,7 +126,6 @@ struct sq_proc {
     struct sq_worker *w;
     size_t offset;         /* of its block in the mapping */
     pid_t pid;             /* 0: not running */
-    int ctl;               /* write end of its control pipe; -1 */
     int64_t started_at;    /* monotonic ms */
     int64_t respawn_at;    /* when pid is 0: start a replacement then */
     int streak;            /* consecutive crashes */
@@ -142,7 +142,7 @@ struct sq_procs {
     size_t nkinds;
     struct sq_proc *v;
     int n;
-    pthread_mutex_t lock; /* pids and control pipes, for the senders */
+    pthread_mutex_t lock; /* pids, for the signal senders */
     pthread_t thread;
     bool started;
     atomic_bool killing;  /* the grace period is over: deaths are host.c's to release */
@@ -234,15 +234,17 @@ static bool spawn_one(struct sq_procs *ps, struct sq_proc *p)
     }
     pthread_mutex_lock(&ps->lock);
     p->pid = pid;
-    p->ctl = pipefd[1];
     pthread_mutex_unlock(&ps->lock);
+    pthread_mutex_lock(&h->ctl_lock);
+    p->w->ctl = pipefd[1];
+    pthread_mutex_unlock(&h->ctl_lock);
     pipefd[1] = -1;
     p->started_at = sq_now_ms();
     p->term_sent = false;
     p->kill_why[0] = '\0';
     log_debug("%s: worker process started (pid %d)", p->w->name, (int)pid);
     /* What the heartbeat thread learnt before this process existed. */
-    sq_procs_send(h, p->w->group, SQ_CTL_LIMITED, atomic_load(&p->w->group->limited));
+    sq_ctl_send(h, (size_t)(p->w->group - h->groups), SQ_CTL_LIMITED, atomic_load(&p->w->group->limited));
     ok = true;
 fail:
     if (!ok)
@@ -469,9 +471,11 @@ static void on_death(struct sq_procs *ps, struct sq_proc *p, int status)
     pid_t pid = p->pid;
     pthread_mutex_lock(&ps->lock);
     p->pid = 0;
-    close(p->ctl);
-    p->ctl = -1;
     pthread_mutex_unlock(&ps->lock);
+    pthread_mutex_lock(&ps->h->ctl_lock);
+    close(p->w->ctl);
+    p->w->ctl = -1;
+    pthread_mutex_unlock(&ps->h->ctl_lock);
     struct sq_worker_live *l = p->w->live;
     atomic_store(&l->busy, false);
     atomic_store(&l->connected, false);
@@ -751,7 +755,6 @@ bool sq_procs_setup(struct sq_host *h, const char *db_flag, char *err, size_t er
         struct sq_proc *p = &ps->v[k];
         p->w = &h->workers[i];
         p->offset = stride * (size_t)k++;
-        p->ctl = -1;
         if (!init_block(ps, p, digest))
             goto oom;
     }
@@ -777,20 +780,6 @@ bool sq_procs_start(struct sq_host *h)
         return false;
     ps->started = true;
     return true;
-}
-
-void sq_procs_send(struct sq_host *h, const struct sq_group *g, enum sq_ctl_type type, int64_t arg)
-{
-    struct sq_procs *ps = h->procs;
-    if (!ps || !g->process)
-        return;
-    struct sq_ctl m = {.type = type, .arg = arg};
-    pthread_mutex_lock(&ps->lock);
-    for (int i = 0; i < ps->n; i++)
-        if (ps->v[i].w->group == g && ps->v[i].ctl >= 0 && write(ps->v[i].ctl, &m, sizeof m) < 0 &&
-            errno != EAGAIN)
-            log_debug("%s: control pipe: %s", ps->v[i].w->name, strerror(errno));
-    pthread_mutex_unlock(&ps->lock);
 }
 
 void sq_procs_signal(struct sq_host *h, int sig)
@@ -837,8 +826,8 @@ void sq_procs_free(struct sq_host *h)
     if (ps->started)
         pthread_join(ps->thread, NULL);
     for (int i = 0; i < ps->n; i++)
-        if (ps->v[i].ctl >= 0)
-            close(ps->v[i].ctl);
+        if (ps->v[i].w->ctl >= 0)
+            close(ps->v[i].w->ctl);
     /* The workers' slots, locks and progress live in the mapping. */
     for (int i = 0; i < h->nworkers; i++)
         if (h->workers[i].group->process)

@@ -6,24 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct sq_group;
 struct sq_host;
+
+/* `skipq run` started by a host has this in its environment: which worker
+ * it is and where its part of the shared memory lies (wproc.c). */
+#define SQ_WPROC_ENV "SKIPQ_WORKER_PROCESS"
 
 /* A handler still running this long after its kind's timeout asked it to
  * stop has its worker process killed. */
 #define SQ_KILL_AFTER_MS 1000
-
-/* What the host tells a worker process, through its control pipe. */
-enum sq_ctl_type {
-    SQ_CTL_WAKE = 'w',    /* new jobs: claim now */
-    SQ_CTL_DUE = 'd',     /* arg: monotonic ms at which a job of the queue falls due */
-    SQ_CTL_PAUSED = 'p',  /* skipq.paused changed: read it again */
-    SQ_CTL_LIMITED = 'l', /* arg: the group serves a limited kind (1) or not (0) */
-};
-struct sq_ctl {
-    int64_t type; /* enum sq_ctl_type; a whole word, so a message is 16 bytes with no padding */
-    int64_t arg;
-};
 
 /*
  * Before any thread starts: map the memory the host shares with its worker
@@ -34,8 +25,6 @@ struct sq_ctl {
 bool sq_procs_setup(struct sq_host *h, const char *db_flag, char *err, size_t errlen);
 /* Start the supervising thread, which starts the worker processes. */
 bool sq_procs_start(struct sq_host *h);
-/* Tell every worker process of group g (no-op unless g is a process group). */
-void sq_procs_send(struct sq_host *h, const struct sq_group *g, enum sq_ctl_type type, int64_t arg);
 /* Pass a signal (SIGHUP) on to every worker process. */
 void sq_procs_signal(struct sq_host *h, int sig);
 /* The grace period is over (or a second signal came): kill every worker
@@ -45,11 +34,6 @@ void sq_procs_kill(struct sq_host *h, bool wait);
 /* After the host stopped: join the supervising thread and unmap. */
 void sq_procs_free(struct sq_host *h);
 
-/* The worker process's side (wproc.c): `skipq run` started by a host with
- * SKIPQ_WORKER_PROCESS in its environment runs one worker and exits. */
-#define SQ_WPROC_ENV "SKIPQ_WORKER_PROCESS"
-struct sq_config;
-int sq_wproc_run(struct sq_config *cfg, const char *db_flag, const char *spec);
 
 /* ---- the memory a host shares with each worker process ---- */
 

@@ -14,7 +14,6 @@
 #include <stdio.h>
 
 #include "common/util.h"
-#include "host/procs.h"
 
 const struct sq_config *sq_host_config(const struct sq_host *h)
 {
@@ -64,10 +63,7 @@ size_t sq_host_group_kinds(const struct sq_host *h, size_t g, const char *const 
 
 bool sq_host_group_set_limited(struct sq_host *h, size_t g, bool limited)
 {
-    bool was = atomic_exchange(&h->groups[g].limited, limited);
-    if (was != limited)
-        sq_procs_send(h, &h->groups[g], SQ_CTL_LIMITED, limited);
-    return was;
+    return atomic_exchange(&h->groups[g].limited, limited);
 }
 
 _Atomic int64_t *sq_host_poll_ms(struct sq_host *h)

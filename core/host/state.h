@@ -133,6 +133,7 @@ struct sq_worker {
     pthread_mutex_t conn_lock;
     int sock;
     int64_t cut_at; /* monotonic ms of the last cut (main thread only) */
+    int ctl;        /* process mode: write end of its control pipe (ctl.c); -1; host->ctl_lock */
 };
 
 struct sq_host {
@@ -157,6 +158,7 @@ struct sq_host {
     pthread_mutex_t slots_lock; /* the slots of the worker threads */
     struct sq_worker_live *lives; /* thread workers' progress (process workers': shared memory) */
     struct sq_procs *procs;     /* the worker processes this host supervises; NULL: none */
+    pthread_mutex_t ctl_lock;   /* the workers' ctl descriptors */
     bool in_child;              /* this process is a worker process (wproc.c), not a host */
 
     struct sq_kinds *kinds;   /* one per registered kind */

@@ -28,7 +28,7 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "host/procs.h"
+#include "host/ctl.h"
 #include "host/state.h"
 
 static struct timespec realtime_in(int64_t ms)
@@ -108,7 +108,7 @@ void sq_group_due(struct sq_host *h, struct sq_group *g, int64_t at)
     if (i == 0)
         pthread_cond_broadcast(&g->wake);
     pthread_mutex_unlock(&h->lock);
-    sq_procs_send(h, g, SQ_CTL_DUE, at); /* a process group's workers keep their own */
+    sq_ctl_send(h, (size_t)(g - h->groups), SQ_CTL_DUE, at); /* a process group's workers keep their own */
 }
 
 void sq_host_due(struct sq_host *h, const char *queue, int64_t at)
@@ -131,7 +131,7 @@ void sq_host_wake(struct sq_host *h, const char *queue)
     pthread_mutex_unlock(&h->lock);
     for (size_t i = 0; h->procs && i < h->ngroups; i++)
         if (!queue || strcmp(h->groups[i].queue, queue) == 0)
-            sq_procs_send(h, &h->groups[i], SQ_CTL_WAKE, 0);
+            sq_ctl_send(h, i, SQ_CTL_WAKE, 0);
 }
 
 void sq_host_reconnected(struct sq_host *h)

@@ -20,6 +20,8 @@
  * Its exit status tells its host what happened: 0 stopped or recycled (a
  * limit), anything else a failure to start.
  */
+#include "host/wproc.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -36,6 +38,7 @@
 #include "host/host.h"
 #include "host/kinds.h"
 #include "host/plugin.h"
+#include "host/ctl.h"
 #include "host/procs.h"
 #include "host/queue.h"
 #include "host/reload.h"
@@ -140,7 +143,7 @@ static void signal_loop(struct sq_host *h, const sigset_t *set)
     }
 }
 
-int sq_wproc_run(struct sq_config *cfg, const char *db_flag, const char *spec_text)
+static _Noreturn void run(struct sq_config *cfg, const char *db_flag, const char *spec_text)
 {
     struct sq_host host = {.cfg = cfg, .in_child = true};
     struct sq_host *h = &host;
@@ -201,4 +204,16 @@ out:
      * pipe: nothing returns to the caller's frees. */
     fflush(stderr);
     _exit(rc);
+}
+
+void sq_wproc_run_if_asked(struct sq_config *cfg, const char *db_flag)
+{
+    const char *env = getenv(SQ_WPROC_ENV);
+    if (!env)
+        return;
+    char *spec = strdup(env);
+    unsetenv(SQ_WPROC_ENV); /* not for what its plugins start */
+    if (!spec)
+        _exit(1);
+    run(cfg, db_flag, spec);
 }
