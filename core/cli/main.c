@@ -21,6 +21,7 @@
 #include "common/conninfo.h"
 #include "common/db.h"
 #include "host/host.h"
+#include "host/wproc.h"
 #include "common/log.h"
 #include "common/options_doc.h"
 #include "skipq/plugin.h"
@@ -816,6 +817,7 @@ static int cmd_run(int argc, char **argv)
         sq_config_free(c.cfg);
     if (rc)
         return rc;
+    sq_wproc_run_if_asked(c.cfg, c.db); /* a host's worker process never returns from it */
     rc = sq_host_run(c.cfg, c.db);
     sq_config_free(c.cfg);
     return rc;

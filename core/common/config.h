@@ -40,8 +40,14 @@ struct sq_group_conf {
     size_t nkinds;
     int64_t aging_ms; /* priority_aging: +1 priority per this much waiting; 0 = off */
     int aging_cap;    /* priority_aging_cap: aging never raises a priority above this */
+    int isolation;    /* enum sq_isolation */
+    int max_jobs;     /* max_jobs_per_worker (process mode); 0 = none */
+    int64_t max_memory; /* bytes of resident memory per worker process; 0 = none */
     int line;
 };
+
+/* [queue] isolation: where a group's handlers run. */
+enum sq_isolation { SQ_ISOLATION_THREAD = 0, SQ_ISOLATION_PROCESS = 1 };
 
 /* [kind NAME]: retry policy and lease for one kind. */
 struct sq_kind_conf {
@@ -88,6 +94,7 @@ struct sq_config {
     /* [host] */
     char *host_name;
     int64_t poll_ms, lease_ms, heartbeat_ms, grace_ms;
+    int64_t reply_timeout_ms; /* a worker's or the heartbeat's call with no reply for this long is cut; 0: never */
     int log_level;
     bool synchronous_commit; /* false: SET synchronous_commit = off on skipq's sessions */
     int64_t claim_bytes;     /* most payload bytes one claim takes (always at least one job) */

@@ -146,6 +146,8 @@ static const struct sq_opt_choice pooler_choices[] = {{"none", 0, false}, {"tran
 static const struct sq_opt_choice level_choices[] = {{"error", SQ_LOG_ERROR, false}, {"warn", SQ_LOG_WARN, false},
                                                      {"info", SQ_LOG_INFO, false},   {"debug", SQ_LOG_DEBUG, false},
                                                      {"warning", SQ_LOG_WARN, true}, {NULL, 0, false}};
+static const struct sq_opt_choice isolation_choices[] = {
+    {"thread", SQ_ISOLATION_THREAD, false}, {"process", SQ_ISOLATION_PROCESS, false}, {NULL, 0, false}};
 static const struct sq_opt_choice catch_up_choices[] = {{"latest", SQ_CATCH_UP_LATEST, false},
                                                         {"all", SQ_CATCH_UP_ALL, false},
                                                         {"none", SQ_CATCH_UP_NONE, false},
@@ -226,6 +228,12 @@ const struct sq_option sq_options[] = {
     {SQ_SECT_HOST, "heartbeat", SQ_OPT_DURATION, CFG(heartbeat_ms), .def = 10000, .min = 100,
      .help = "how often leases of running jobs are renewed and expired leases of dead hosts swept; must be shorter "
              "than `lease`"},
+    {SQ_SECT_HOST, "reply_timeout", SQ_OPT_DURATION, CFG(reply_timeout_ms), .def = 60000, .min = 0,
+     .help = "a database call of a worker or of the heartbeat (a claim, an outcome, a lease renewal; never a "
+             "handler's own) that gets no reply for this long is given up: a worker thread drops its connection "
+             "and reconnects, a worker process (`isolation = process`) is replaced, and jobs it held come back "
+             "through their leases. It guards against a network path that swallows bytes while still answering "
+             "TCP keepalives, where `tcp_user_timeout` never fires and the call would wait forever. 0: never"},
     {SQ_SECT_HOST, "shutdown_grace", SQ_OPT_DURATION, CFG(grace_ms), .def = 30000,
      .help = "after SIGTERM/SIGINT, how long running handlers get to finish; jobs still running then go back to "
              "pending at once (the attempt is recorded as interrupted and does not use up the job's budget)"},
@@ -292,6 +300,20 @@ const struct sq_option sq_options[] = {
      .help = "a pending job's priority rises by 1 for every this much it has waited since its `run_at`, so a "
              "steady stream of higher-priority jobs cannot starve it (never lowered; applied on heartbeat rounds, "
              "one host per queue at a time)"},
+    {SQ_SECT_QUEUE, "isolation", SQ_OPT_ENUM, QUEUE(isolation), .def = SQ_ISOLATION_THREAD,
+     .choices = isolation_choices, .what = "is not thread or process",
+     .help = "`thread`: the group's handlers run on threads of the host process. `process`: each of the group's "
+             "`threads` is a worker process that the host starts and watches; a handler that crashes, exits, leaks "
+             "past `max_memory` or runs past its kind's `timeout` costs that job one attempt (recorded as "
+             "`crashed`, with the cause) and that one process, which is replaced, instead of the whole host. "
+             "See [Process isolation](operations.md#process-isolation)"},
+    {SQ_SECT_QUEUE, "max_jobs_per_worker", SQ_OPT_INT, QUEUE(max_jobs), .def = 0, .min = 0, .max = 1000000000,
+     .help = "with `isolation = process`: a worker process that has run this many jobs finishes the jobs it holds, "
+             "exits and is replaced at once (slow leaks, fragmentation); 0: never"},
+    {SQ_SECT_QUEUE, "max_memory", SQ_OPT_SIZE, QUEUE(max_memory), .def = 0, .min = 0, .max = 1LL << 40,
+     .help = "with `isolation = process`: most resident memory of one worker process. Over it between jobs, the "
+             "process exits and is replaced; over it while a handler runs (the host samples every 100 ms), the "
+             "process is killed and that attempt is `crashed` with \"exceeded max_memory\"; 0: no limit"},
     {SQ_SECT_QUEUE, "priority_aging_cap", SQ_OPT_INT, QUEUE(aging_cap), .def = 1000000, .min = -1000000,
      .max = 1000000, .help = "aging never raises a priority above this"},
 

@@ -40,11 +40,11 @@ static void count_outcome(struct sq_kind *k, PGconn *conn, const struct sq_claim
 {
     if (!k || r == SQ_COMPLETE_ERROR)
         return;
-    atomic_ulong *n = r == SQ_COMPLETE_DONE    ? &k->done
-                      : r == SQ_COMPLETE_RETRY ? &k->retried
-                      : r == SQ_COMPLETE_DEAD  ? &k->dead
-                      : sq_queue_cancelled(conn, c->execution_id) ? &k->cancelled
-                                                              : &k->fenced;
+    atomic_ulong *n = r == SQ_COMPLETE_DONE    ? &k->n->done
+                      : r == SQ_COMPLETE_RETRY ? &k->n->retried
+                      : r == SQ_COMPLETE_DEAD  ? &k->n->dead
+                      : sq_queue_cancelled(conn, c->execution_id) ? &k->n->cancelled
+                                                              : &k->n->fenced;
     atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
 }
 
@@ -94,10 +94,8 @@ static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp,
         bool lost = sq_db_conn_lost(*connp, NULL);
         if (lost || tries < 3) {
             log_warn("job %" PRId64 ": could not record the outcome (will retry): %s", c->id, err);
-            if (lost) {
-                PQfinish(*connp);
-                *connp = NULL;
-            }
+            if (lost)
+                sq_session_close(w, connp);
             continue;
         }
         log_error("job %" PRId64 ": could not record the outcome; its lease will expire and it will run again: %s",
@@ -131,7 +129,7 @@ enum sq_complete sq_complete_in_txn(struct sq_worker *w, PGconn **connp, const s
             /* COMMIT's outcome is unknown: ask, on a new session, whether our
              * execution is the job's done one. Never guess. */
             log_warn("job %" PRId64 ": connection lost during COMMIT; checking whether it landed", c->id);
-            PQfinish(conn);
+            sq_session_close(w, connp);
             *connp = conn = sq_session_reconnect(w, false);
             if (sq_queue_committed_done(conn, c->id, c->execution_id))
                 return SQ_COMPLETE_DONE;

@@ -108,7 +108,7 @@ static void count_reaped(void *arg, const char *kind)
 {
     struct sq_kind *k = sq_kinds_find(((struct sq_host *)arg)->kinds, kind);
     if (k)
-        atomic_fetch_add_explicit(&k->lost, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&k->n->lost, 1, memory_order_relaxed);
 }
 
 /* Read skipq.paused; a failure is logged once per outage. */
@@ -140,6 +140,7 @@ void *sq_heartbeat_main(void *arg)
                           .execs = calloc(cap, sizeof(int64_t)),
                           .leases = calloc(cap, sizeof(int64_t)),
                           .slot = calloc(cap, sizeof(struct sq_slot *)),
+                          .worker = calloc(cap, sizeof(int)),
                           .state = calloc(cap, 1)};
     PGconn *conn = NULL;
     bool reported = false, registered = false, registry_warned = false, gone = false, pause_warned = false;
@@ -180,6 +181,7 @@ void *sq_heartbeat_main(void *arg)
         if (!conn) {
             seen = sq_host_reconnect_gen(h);
             conn = sq_session_open(h, err, sizeof err);
+            sq_session_publish(&h->hb, conn);
             mark_hb_conn(h, conn != NULL);
             if (!conn) {
                 if (!reported)
@@ -222,19 +224,20 @@ void *sq_heartbeat_main(void *arg)
             sq_metrics_sample(h->metrics, conn);
         }
         if (PQstatus(conn) != CONNECTION_OK) {
-            PQfinish(conn);
-            conn = NULL;
+            sq_session_close(&h->hb, &conn);
             mark_hb_conn(h, false);
         }
     }
     if (registered && !gone && conn && !sq_hosts_gone(conn, h, err, sizeof err))
         log_warn("host registry: could not remove this host's row (it will age out): %s", err);
-    PQfinish(conn);
+    if (conn)
+        sq_session_close(&h->hb, &conn);
     atomic_store(&h->hb_connected, false);
     free(s.ids);
     free(s.execs);
     free(s.leases);
     free(s.slot);
+    free(s.worker);
     free(s.state);
     return NULL;
 }

@@ -39,9 +39,11 @@
 #include "host/notify.h"
 #include "host/pause.h"
 #include "host/plugin.h"
+#include "host/procs.h"
 #include "host/queue.h"
 #include "host/reload.h"
 #include "host/scheduler.h"
+#include "host/session.h"
 #include "host/slots.h"
 #include "host/state.h"
 #include "host/wake.h"
@@ -99,8 +101,7 @@ static bool check_schema(struct sq_host *h)
     return ok;
 }
 
-/* Resolve each [queue] group against the kinds plugins registered. */
-static bool build_groups(struct sq_host *h, char *err, size_t errlen)
+bool sq_host_build_groups(struct sq_host *h, char *err, size_t errlen)
 {
     const struct sq_config *cfg = h->cfg;
     const char *const *all;
@@ -115,6 +116,9 @@ static bool build_groups(struct sq_host *h, char *err, size_t errlen)
         g->queue = gc->queue;
         g->threads = gc->threads;
         g->batch = gc->batch;
+        g->process = gc->isolation == SQ_ISOLATION_PROCESS;
+        g->max_jobs = gc->max_jobs;
+        g->max_memory = gc->max_memory;
         pthread_cond_init(&g->wake, NULL);
         size_t n = gc->kinds ? gc->nkinds : nall;
         g->kinds = calloc(n ? n : 1, sizeof *g->kinds);
@@ -160,13 +164,16 @@ static void warn_unhandled_kinds(const struct sq_host *h)
                      h->cfg->path, h->cfg->kinds[i].line, h->cfg->kinds[i].name);
 }
 
-static bool start_threads(struct sq_host *h)
+/* One sq_worker per thread of each group; a process group's workers get
+ * their slots, lock and progress in shared memory (procs.c). */
+static bool build_workers(struct sq_host *h, const char *db_flag, char *err, size_t errlen)
 {
     int total = 0;
     for (size_t i = 0; i < h->ngroups; i++)
         total += h->groups[i].threads;
     h->workers = calloc((size_t)total, sizeof *h->workers);
-    if (!h->workers)
+    h->lives = calloc((size_t)total, sizeof *h->lives);
+    if (!h->workers || !h->lives)
         return false;
     h->nworkers = total;
     int idx = 0;
@@ -179,11 +186,21 @@ static bool start_threads(struct sq_host *h)
             snprintf(w->name, sizeof w->name, "w%d", idx);
             snprintf(w->ident, sizeof w->ident, "%s:%d:%s", h->name, (int)getpid(), w->name);
             w->nslots = w->group->batch;
-            w->slots = calloc((size_t)w->nslots, sizeof *w->slots);
-            if (!w->slots)
+            w->slots_lock = &h->slots_lock;
+            w->live = &h->lives[idx];
+            pthread_mutex_init(&w->conn_lock, NULL);
+            w->sock = -1;
+            w->ctl = -1;
+            if (!w->group->process && !(w->slots = calloc((size_t)w->nslots, sizeof *w->slots)))
                 return false;
         }
     }
+    return sq_procs_setup(h, db_flag, err, errlen);
+}
+
+static bool start_threads(struct sq_host *h)
+{
+    int total = h->nworkers;
     atomic_store(&h->workers_built, true);
     atomic_store(&h->running, total);
     if (pthread_create(&h->heartbeat, NULL, sq_heartbeat_main, h) != 0) {
@@ -200,12 +217,18 @@ static bool start_threads(struct sq_host *h)
     else
         log_warn("cannot start the listener thread; idle threads will only poll");
     for (int i = 0; i < total; i++) {
+        if (h->workers[i].group->process)
+            continue; /* procs.c starts it */
         if (pthread_create(&h->workers[i].thread, NULL, sq_worker_main, &h->workers[i]) != 0) {
             log_error("cannot start worker thread %d: %s", i, strerror(errno));
             atomic_fetch_sub(&h->running, total - i);
             return false;
         }
         h->workers[i].started = true;
+    }
+    if (!sq_procs_start(h)) {
+        log_error("cannot start the thread that supervises worker processes: %s", strerror(errno));
+        return false;
     }
     return true;
 }
@@ -269,7 +292,7 @@ static void check_ready(struct sq_host *h)
     if (atomic_load(&h->ready) || !atomic_load(&h->hb_connected))
         return;
     for (int i = 0; i < h->nworkers; i++)
-        if (!atomic_load(&h->workers[i].connected))
+        if (!atomic_load(&h->workers[i].live->connected))
             return;
     atomic_store(&h->ready, true);
     log_info("ready: every thread is connected");
@@ -322,14 +345,17 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
         int sig = sigtimedwait(set, &info, &tick);
         check_ready(h);
         feed_watchdog(h, &wd);
+        sq_session_cut_stuck(h);
         if (sig == SIGHUP) {
             sq_host_reload(h);
+            sq_procs_signal(h, SIGHUP);
             continue;
         }
         if (sig == SIGTERM || sig == SIGINT) {
             if (atomic_load(&h->stopping)) {
                 log_warn("second %s: exiting now; running jobs come back when their leases expire",
                          sig == SIGTERM ? "SIGTERM" : "SIGINT");
+                sq_procs_kill(h, false);
                 _exit(1);
             }
             log_info("%s received: no new claims; waiting up to %" PRId64 "ms for %d running handler(s)",
@@ -345,6 +371,7 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
             return atomic_load(&h->stopping) ? 0 : 1;
         }
         if (atomic_load(&h->stopping) && sq_now_ms() >= deadline) {
+            sq_procs_kill(h, true); /* what they held is released with the rest */
             release_running(h);
             log_info("stopped");
             _exit(0); /* handlers still run plugin code: do not unload it under them */
@@ -363,8 +390,10 @@ static void host_free(struct sq_host *h)
     }
     free(h->groups);
     for (int i = 0; i < h->nworkers; i++)
-        free(h->workers[i].slots);
+        if (!h->workers[i].group->process)
+            free(h->workers[i].slots);
     free(h->workers);
+    free(h->lives);
     sq_kinds_free(h->kinds);
     sq_plugins_unload(h->plugins);
     sq_dbparams_free(&h->params);
@@ -380,7 +409,29 @@ void sq_host_block_signals(sigset_t *set)
     sigaddset(set, SIGTERM);
     sigaddset(set, SIGINT);
     sigaddset(set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, set, NULL);
+    sigset_t with_chld = *set;
+    sigaddset(&with_chld, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &with_chld, NULL);
+}
+
+void sq_host_name_init(struct sq_host *h)
+{
+    if (h->cfg->host_name)
+        sq_strlcpy(h->name, h->cfg->host_name, sizeof h->name);
+    else if (gethostname(h->name, sizeof h->name - 1) != 0)
+        sq_strlcpy(h->name, "skipq", sizeof h->name);
+}
+
+/* max_jobs_per_worker and max_memory act on worker processes only. */
+static void warn_thread_limits(const struct sq_host *h)
+{
+    for (size_t i = 0; i < h->ngroups; i++) {
+        const struct sq_group *g = &h->groups[i];
+        if (!g->process && (g->max_jobs || g->max_memory))
+            log_warn("%s:%d: [queue %s]: max_jobs_per_worker and max_memory apply with isolation = process only; "
+                     "ignored for threads",
+                     h->cfg->path, h->cfg->groups[i].line, g->queue);
+    }
 }
 
 int sq_host_run(struct sq_config *cfg, const char *db_flag)
@@ -397,13 +448,13 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->slots_lock, NULL);
+    pthread_mutex_init(&h->hb.conn_lock, NULL);
+    pthread_mutex_init(&h->ctl_lock, NULL);
+    h->hb.sock = -1;
     pthread_cond_init(&h->wake, NULL);
     sq_log_set_level(cfg->log_level);
     atomic_store(&h->poll_ms, cfg->poll_ms);
-    if (cfg->host_name)
-        sq_strlcpy(h->name, cfg->host_name, sizeof h->name);
-    else if (gethostname(h->name, sizeof h->name - 1) != 0)
-        sq_strlcpy(h->name, "skipq", sizeof h->name);
+    sq_host_name_init(h);
 
     if (!sq_config_check_runnable(cfg, err, sizeof err)) {
         log_error("%s", err);
@@ -431,12 +482,13 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         goto out;
     }
     err[0] = '\0';
-    if (!build_groups(h, err, sizeof err)) {
+    if (!sq_host_build_groups(h, err, sizeof err)) {
         log_error("%s", err[0] ? err : "out of memory");
         rc = err[0] ? 2 : 1;
         goto out;
     }
     warn_unhandled_kinds(h);
+    warn_thread_limits(h);
     if (!check_schema(h))
         goto out;
     bool bad_config = false;
@@ -451,17 +503,22 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         goto out;
     }
     sq_notify_status("starting threads");
-
+    err[0] = '\0';
+    if (!build_workers(h, db_flag, err, sizeof err)) {
+        log_error("%s", err[0] ? err : "out of memory");
+        goto out;
+    }
     if (!start_threads(h)) {
         log_error("cannot start threads");
         sq_host_stop(h);
         goto join;
     }
     for (size_t i = 0; i < h->ngroups; i++)
-        log_info("queue \"%s\": %d thread(s), batch %d, kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
-                 h->groups[i].threads, h->groups[i].batch, h->groups[i].kinds_array, cfg->lease_ms);
-    log_info("skipq %s started as %s (pid %d): %d worker thread(s), heartbeat every %" PRId64 "ms", SKIPQ_VERSION,
-             h->name, (int)getpid(), h->nworkers, cfg->heartbeat_ms);
+        log_info("queue \"%s\": %d %s, batch %d, kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
+                 h->groups[i].threads, h->groups[i].process ? "worker process(es)" : "thread(s)", h->groups[i].batch,
+                 h->groups[i].kinds_array, cfg->lease_ms);
+    log_info("skipq %s started as %s (pid %d): %d worker(s), heartbeat every %" PRId64 "ms", SKIPQ_VERSION, h->name,
+             (int)getpid(), h->nworkers, cfg->heartbeat_ms);
     rc = signal_loop(h, &set);
 join:
     sq_host_stop(h); /* also when every worker ended on its own */
@@ -473,12 +530,14 @@ join:
         pthread_join(h->heartbeat, NULL);
     if (h->listener_started)
         pthread_join(h->listener, NULL);
+    sq_procs_free(h);
     sq_metrics_stop(h->metrics);
     h->metrics = NULL;
     if (rc == 0)
         log_info("stopped");
 out:
     sq_metrics_stop(h->metrics);
+    sq_procs_free(h);
     host_free(h);
     return rc;
 }

@@ -11,6 +11,7 @@
  */
 #include "host/kinds.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,8 @@
 struct sq_kinds {
     struct sq_kind *v;
     size_t n;
+    const struct sq_kind_counts **more; /* worker processes' copies */
+    size_t nmore;
 };
 
 const double sq_duration_bounds[SQ_DURATION_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -47,6 +50,8 @@ struct sq_kinds *sq_kinds_build(const struct sq_plugins *ps, const struct sq_con
     ks->n = n;
     for (size_t i = 0; i < n; i++) {
         ks->v[i].name = all[i];
+        ks->v[i].index = (int)i;
+        ks->v[i].n = &ks->v[i].own;
         ks->v[i].handler = sq_plugins_find(ps, all[i]);
         const struct sq_kind_conf *kc = sq_config_kind(cfg, all[i]);
         ks->v[i].lease_ms = kc && kc->lease_ms ? kc->lease_ms : cfg->lease_ms;
@@ -57,9 +62,54 @@ struct sq_kinds *sq_kinds_build(const struct sq_plugins *ps, const struct sq_con
 
 void sq_kinds_free(struct sq_kinds *ks)
 {
-    if (ks)
+    if (ks) {
         free(ks->v);
+        free(ks->more);
+    }
     free(ks);
+}
+
+void sq_kinds_count_into(struct sq_kinds *ks, struct sq_kind_counts *shared)
+{
+    for (size_t i = 0; i < ks->n; i++)
+        ks->v[i].n = &shared[i];
+}
+
+bool sq_kinds_add_counts(struct sq_kinds *ks, const struct sq_kind_counts *more)
+{
+    const struct sq_kind_counts **m = realloc(ks->more, (ks->nmore + 1) * sizeof *m);
+    if (!m)
+        return false;
+    m[ks->nmore++] = more;
+    ks->more = m;
+    return true;
+}
+
+static unsigned long long counter_at(const struct sq_kind_counts *c, size_t off)
+{
+    if (off == offsetof(struct sq_kind_counts, duration_sum_us))
+        return atomic_load_explicit((const atomic_ullong *)((const char *)c + off), memory_order_relaxed);
+    return atomic_load_explicit((const atomic_ulong *)((const char *)c + off), memory_order_relaxed);
+}
+
+unsigned long long sq_kind_total(struct sq_kinds *ks, size_t i, size_t off)
+{
+    unsigned long long t = counter_at(ks->v[i].n, off);
+    for (size_t m = 0; m < ks->nmore; m++)
+        t += counter_at(&ks->more[m][i], off);
+    return t;
+}
+
+uint64_t sq_kinds_digest(const struct sq_kinds *ks)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the names, NUL-separated */
+    for (size_t i = 0; i < ks->n; i++)
+        for (const char *p = ks->v[i].name;; p++) {
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+            if (!*p)
+                break;
+        }
+    return h;
 }
 
 size_t sq_kinds_count(const struct sq_kinds *ks)
@@ -90,8 +140,8 @@ void sq_kind_observe(struct sq_kind *k, int64_t us)
     int b = 0;
     while (b < SQ_DURATION_BUCKETS && s > sq_duration_bounds[b])
         b++;
-    atomic_fetch_add_explicit(&k->duration_buckets[b], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&k->duration_sum_us, (unsigned long long)us, memory_order_relaxed);
+    atomic_fetch_add_explicit(&k->n->duration_buckets[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&k->n->duration_sum_us, (unsigned long long)us, memory_order_relaxed);
 }
 
 int64_t sq_backoff_ms(int attempt, int64_t base_ms, int64_t cap_ms, uint32_t *seed)

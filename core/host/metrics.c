@@ -118,10 +118,9 @@ static void put_kind_counter(FILE *f, struct sq_kinds *ks, const char *name, con
     put_header(f, name, "counter", help);
     for (size_t i = 0; i < sq_kinds_count(ks); i++) {
         const struct sq_kind *k = sq_kinds_at(ks, i);
-        const atomic_ulong *c = (const atomic_ulong *)((const char *)k + off);
         fprintf(f, "%s{kind=\"", name);
         put_label(f, k->name);
-        fprintf(f, "\"} %lu\n", atomic_load_explicit(c, memory_order_relaxed));
+        fprintf(f, "\"} %llu\n", sq_kind_total(ks, i, off));
     }
 }
 
@@ -133,7 +132,7 @@ static void put_histogram(FILE *f, struct sq_kinds *ks)
         const struct sq_kind *k = sq_kinds_at(ks, i);
         unsigned long long cum = 0;
         for (int b = 0; b <= SQ_DURATION_BUCKETS; b++) {
-            cum += atomic_load_explicit(&k->duration_buckets[b], memory_order_relaxed);
+            cum += sq_kind_total(ks, i, offsetof(struct sq_kind_counts, duration_buckets) + (size_t)b * sizeof(atomic_ulong));
             fprintf(f, "%s_bucket{kind=\"", name);
             put_label(f, k->name);
             if (b < SQ_DURATION_BUCKETS)
@@ -143,7 +142,7 @@ static void put_histogram(FILE *f, struct sq_kinds *ks)
         }
         fprintf(f, "%s_sum{kind=\"", name);
         put_label(f, k->name);
-        fprintf(f, "\"} %.6f\n", (double)atomic_load_explicit(&k->duration_sum_us, memory_order_relaxed) / 1e6);
+        fprintf(f, "\"} %.6f\n", (double)sq_kind_total(ks, i, offsetof(struct sq_kind_counts, duration_sum_us)) / 1e6);
         fprintf(f, "%s_count{kind=\"", name);
         put_label(f, k->name);
         fprintf(f, "\"} %llu\n", cum);
@@ -216,21 +215,24 @@ static char *render_metrics(struct sq_metrics *m, size_t *len)
     if (!f)
         return NULL;
     put_kind_counter(f, ks, "skipq_jobs_claimed_total", "Jobs this host claimed.",
-                     offsetof(struct sq_kind, claimed));
-    put_kind_counter(f, ks, "skipq_jobs_done_total", "Jobs this host completed.", offsetof(struct sq_kind, done));
+                     offsetof(struct sq_kind_counts, claimed));
+    put_kind_counter(f, ks, "skipq_jobs_done_total", "Jobs this host completed.", offsetof(struct sq_kind_counts, done));
     put_kind_counter(f, ks, "skipq_jobs_retried_total", "Failed attempts that will be retried.",
-                     offsetof(struct sq_kind, retried));
+                     offsetof(struct sq_kind_counts, retried));
     put_kind_counter(f, ks, "skipq_jobs_dead_total",
                      "Jobs that failed for good (permanent failure or out of attempts).",
-                     offsetof(struct sq_kind, dead));
+                     offsetof(struct sq_kind_counts, dead));
     put_kind_counter(f, ks, "skipq_jobs_fenced_total",
                      "Outcomes discarded because the job's lease had been lost to another worker.",
-                     offsetof(struct sq_kind, fenced));
+                     offsetof(struct sq_kind_counts, fenced));
     put_kind_counter(f, ks, "skipq_jobs_lost_total",
                      "Jobs whose lease expired (any host's), recovered by this host's sweep.",
-                     offsetof(struct sq_kind, lost));
+                     offsetof(struct sq_kind_counts, lost));
     put_kind_counter(f, ks, "skipq_jobs_cancelled_total", "Jobs cancelled while their handler ran on this host.",
-                     offsetof(struct sq_kind, cancelled));
+                     offsetof(struct sq_kind_counts, cancelled));
+    put_kind_counter(f, ks, "skipq_jobs_crashed_total",
+                     "Attempts cut short because the worker process running them died (isolation = process).",
+                     offsetof(struct sq_kind_counts, crashed));
     put_histogram(f, ks);
     put_gauges(f, m);
     put_paused(f, m, ks);

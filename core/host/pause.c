@@ -38,6 +38,7 @@
 #include "common/util.h"
 #include "host/kinds.h"
 #include "host/queue.h"
+#include "host/ctl.h"
 #include "host/state.h"
 #include "host/wake.h"
 
@@ -128,6 +129,8 @@ static bool refresh_group(struct sq_host *h, struct sq_group *g, PGresult *res)
     pthread_mutex_unlock(&h->lock);
     free(kinds);
     free(leases);
+    if (was_none != none || changed)
+        sq_ctl_send(h, (size_t)(g - h->groups), SQ_CTL_PAUSED, 0); /* its worker processes read skipq.paused again */
     if (was_none != none || (changed && !none)) {
         log_group(g, was_none, none, queue_paused, g->claim_kinds);
         if (!none)

@@ -141,7 +141,8 @@ static const char RELEASE_SQL[] =
 /*
  * One round trip per worker cycle: record the outcomes of the jobs the
  * worker finished ($6..$10: id, execution id, outcome 0 done / 1 retry /
- * 2 fail, retry delay ms, error) -- each fenced on (id,
+ * 2 fail / 3 crashed -- a retry whose execution says its worker process
+ * died, written by the supervisor (procs.c) --, retry delay ms, error) -- each fenced on (id,
  * current_execution_id, status = 'running') -- and then claim up to $5
  * more, within $11 payload bytes (sq_queue_claim is this with no
  * outcomes).
@@ -195,11 +196,12 @@ static const char RELEASE_SQL[] =
     "     status = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 0 THEN 'done'" \
     "                   WHEN f.outcome OPERATOR(pg_catalog.=) 2 OR j.attempts OPERATOR(pg_catalog.>=) j.max_attempts" \
     "                   THEN 'dead' ELSE 'pending' END," \
-    "     run_at = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 1 AND j.attempts OPERATOR(pg_catalog.<) j.max_attempts" \
+    "     run_at = CASE WHEN f.outcome OPERATOR(pg_catalog.<>) 0 AND f.outcome OPERATOR(pg_catalog.<>) 2" \
+    "                       AND j.attempts OPERATOR(pg_catalog.<) j.max_attempts" \
     "                   THEN pg_catalog.now() OPERATOR(pg_catalog.+)" \
     "                        (f.delay_ms OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond')" \
     "                   ELSE j.run_at END," \
-    "     finished_at = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 1" \
+    "     finished_at = CASE WHEN f.outcome OPERATOR(pg_catalog.<>) 0 AND f.outcome OPERATOR(pg_catalog.<>) 2" \
     "                             AND j.attempts OPERATOR(pg_catalog.<) j.max_attempts" \
     "                        THEN NULL ELSE pg_catalog.now() END," \
     "     lease_expires_at = NULL," \
@@ -207,10 +209,11 @@ static const char RELEASE_SQL[] =
     "   FROM fin f JOIN lk ON lk.id OPERATOR(pg_catalog.=) f.id" \
     "   WHERE j.id OPERATOR(pg_catalog.=) f.id AND j.id OPERATOR(pg_catalog.=) ANY (" ids "::pg_catalog.int8[])" \
     "     AND j.current_execution_id OPERATOR(pg_catalog.=) f.eid AND j.status OPERATOR(pg_catalog.=) 'running'" \
-    "  RETURNING j.id, f.eid, j.status, f.err" \
+    "  RETURNING j.id, f.eid, j.status, f.err, f.outcome" \
     "), exe AS (" \
     "  UPDATE skipq.job_executions e" \
     "     SET status = CASE WHEN u.status OPERATOR(pg_catalog.=) 'done' THEN 'done'" \
+    "                       WHEN u.outcome OPERATOR(pg_catalog.=) 3 THEN 'crashed'" \
     "                       WHEN u.status OPERATOR(pg_catalog.=) 'dead' THEN 'dead' ELSE 'retry' END," \
     "         finished_at = pg_catalog.now()," \
     "         error = CASE WHEN u.status OPERATOR(pg_catalog.=) 'done' THEN NULL ELSE u.err END" \
@@ -453,12 +456,11 @@ static const char RECOVER_SQL[] =
     "), r AS ("
     "  UPDATE skipq.jobs j SET status = 'pending', run_at = pg_catalog.now(), lease_expires_at = NULL,"
     "         max_attempts = j.max_attempts OPERATOR(pg_catalog.+) 1,"
-    "         last_error = 'interrupted: the reply to its claim was lost with the connection'"
+    "         last_error = $3"
     "    FROM lk WHERE j.id OPERATOR(pg_catalog.=) lk.id AND j.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM lk))"
     "     AND j.status OPERATOR(pg_catalog.=) 'running' AND j.locked_by OPERATOR(pg_catalog.=) $1"
     "  RETURNING j.id, j.current_execution_id AS eid)"
-    " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = pg_catalog.now(),"
-    "        error = 'interrupted: the reply to its claim was lost with the connection'"
+    " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = pg_catalog.now(), error = $3"
     "   FROM r WHERE e.id OPERATOR(pg_catalog.=) r.eid"
     " RETURNING e.id";
 
@@ -903,13 +905,20 @@ int sq_queue_reap_kinds(PGconn *conn, int limit, void (*each)(void *arg, const c
 
 int sq_queue_recover(PGconn *conn, const char *worker, const int64_t *held, size_t n, char *err, size_t errlen)
 {
+    return sq_queue_give_back(conn, worker, held, n, "interrupted: the reply to its claim was lost with the connection",
+                              err, errlen);
+}
+
+int sq_queue_give_back(PGconn *conn, const char *worker, const int64_t *held, size_t n, const char *why, char *err,
+                       size_t errlen)
+{
     char *a = sq_int8_array(held, n);
     if (!a) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    const char *params[2] = {worker, a};
-    int count = exec_count(conn, SQ_STMT_RECOVER, 2, params, err, errlen);
+    const char *params[3] = {worker, a, why};
+    int count = exec_count(conn, SQ_STMT_RECOVER, 3, params, err, errlen);
     free(a);
     return count;
 }

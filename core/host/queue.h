@@ -129,6 +129,11 @@ int sq_queue_reap_kinds(PGconn *conn, int limit, void (*each)(void *arg, const c
  * cycle whose reply never arrived (all its running jobs except the n in
  * `held`), uncharged. Returns the count, -1 on error. */
 int sq_queue_recover(PGconn *conn, const char *worker, const int64_t *held, size_t n, char *err, size_t errlen);
+/* The same for any reason `why` (the executions' error and the jobs'
+ * last_error): a worker process that died gives back, through its
+ * supervisor, the jobs it had claimed and not started. */
+int sq_queue_give_back(PGconn *conn, const char *worker, const int64_t *held, size_t n, const char *why, char *err,
+                       size_t errlen);
 
 /* Shutdown: give back jobs whose handlers are still running. */
 int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, size_t n, char *err, size_t errlen);

@@ -35,6 +35,7 @@
 #include "common/cron.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "host/ctl.h"
 #include "host/pause.h"
 #include "host/queue.h"
 #include "host/state.h"
@@ -216,10 +217,12 @@ static bool refresh_limits(struct sq_host *h, PGconn *conn, char *err, size_t er
         for (int r = 0; r < PQntuples(res) && !limited; r++)
             for (size_t k = 0; k < nk && !limited; k++)
                 limited = strcmp(kinds[k], PQgetvalue(res, r, 0)) == 0;
-        if (sq_host_group_set_limited(h, g, limited) != limited)
+        if (sq_host_group_set_limited(h, g, limited) != limited) {
+            sq_ctl_send(h, g, SQ_CTL_LIMITED, limited); /* its worker processes claim as the group does */
             log_info("queue \"%s\": %s", sq_host_group_queue(h, g),
                      limited ? "serves a kind with limits; claiming through the limit check"
                              : "no kind with limits any more; plain claims");
+        }
     }
     PQclear(res);
     return true;

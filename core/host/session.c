@@ -18,7 +18,10 @@
  */
 #include "host/session.h"
 
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -73,12 +76,12 @@ PGconn *sq_session_open(struct sq_host *h, char *err, size_t errlen)
 void sq_session_mark(struct sq_worker *w, bool up)
 {
     int64_t now = sq_now_ms();
-    atomic_store(&w->beat, now);
-    atomic_store(&w->connected, up);
+    atomic_store(&w->live->beat, now);
+    atomic_store(&w->live->connected, up);
     if (up)
-        atomic_store(&w->down_since, 0);
-    else if (atomic_load(&w->down_since) == 0)
-        atomic_store(&w->down_since, now);
+        atomic_store(&w->live->down_since, 0);
+    else if (atomic_load(&w->live->down_since) == 0)
+        atomic_store(&w->live->down_since, now);
 }
 
 PGconn *sq_session_reconnect(struct sq_worker *w, bool until_stop)
@@ -96,6 +99,7 @@ PGconn *sq_session_reconnect(struct sq_worker *w, bool until_stop)
         PGconn *conn = sq_session_open(h, err, sizeof err);
         if (conn) {
             sq_session_mark(w, true);
+            sq_session_publish(w, conn);
             if (reported)
                 log_info("%s: connected to the database again", who);
             sq_host_reconnected(h);
@@ -113,4 +117,57 @@ PGconn *sq_session_reconnect(struct sq_worker *w, bool until_stop)
          * while the host stops; a session made again still wakes it. */
         sq_host_wait_reconnect(h, seen, sq_reconnect_backoff(&step, &seed), until_stop);
     }
+}
+
+void sq_session_publish(struct sq_worker *w, PGconn *conn)
+{
+    pthread_mutex_lock(&w->conn_lock);
+    w->sock = conn ? PQsocket(conn) : -1;
+    pthread_mutex_unlock(&w->conn_lock);
+}
+
+void sq_session_close(struct sq_worker *w, PGconn **connp)
+{
+    sq_session_publish(w, NULL);
+    PQfinish(*connp);
+    *connp = NULL;
+}
+
+bool sq_session_cut(struct sq_worker *w)
+{
+    pthread_mutex_lock(&w->conn_lock);
+    bool cut = w->sock >= 0 && shutdown(w->sock, SHUT_RDWR) == 0;
+    pthread_mutex_unlock(&w->conn_lock);
+    return cut;
+}
+
+/* One session stuck past the deadline: cut it, at most once per deadline. */
+static void cut_if_stuck(struct sq_worker *w, const char *what, int64_t idle_ms, int64_t deadline, int64_t now)
+{
+    if (idle_ms <= deadline || now - w->cut_at < deadline)
+        return;
+    w->cut_at = now;
+    if (sq_session_cut(w))
+        log_warn("%s: no reply from the database for %" PRId64 "s (reply_timeout %" PRId64
+                 "ms): dropping the connection and reconnecting",
+                 what, idle_ms / 1000, deadline);
+}
+
+void sq_session_cut_stuck(struct sq_host *h)
+{
+    int64_t deadline = h->cfg->reply_timeout_ms, now = sq_now_ms();
+    if (!deadline || !atomic_load(&h->workers_built))
+        return;
+    /* Beyond a poll interval: an idle thread goes round its loop once per poll. */
+    int64_t poll = atomic_load(&h->poll_ms) * 11 / 10;
+    for (int i = 0; i < h->nworkers; i++) {
+        struct sq_worker *w = &h->workers[i];
+        int64_t beat = atomic_load(&w->live->beat);
+        if (w->group->process || atomic_load(&w->live->busy) || !beat || atomic_load(&w->live->down_since))
+            continue; /* a process is its supervisor's; a handler its timeout's; reconnecting is bounded */
+        cut_if_stuck(w, w->name, now - beat - poll, deadline, now);
+    }
+    int64_t hb = atomic_load(&h->hb_beat);
+    if (hb)
+        cut_if_stuck(&h->hb, "heartbeat", now - hb, deadline, now);
 }

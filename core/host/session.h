@@ -21,4 +21,21 @@ void sq_session_mark(struct sq_worker *w, bool up);
  */
 PGconn *sq_session_reconnect(struct sq_worker *w, bool until_stop);
 
+/* Publish (conn) or withdraw (NULL) the session whose call sq_session_cut
+ * may cut. */
+void sq_session_publish(struct sq_worker *w, PGconn *conn);
+/* Withdraw the session, close it and set *connp to NULL. */
+void sq_session_close(struct sq_worker *w, PGconn **connp);
+/*
+ * Cut the published session of w from another thread: shut its socket
+ * down, so a call waiting for a reply that will never come (a path that
+ * swallows bytes and still answers keepalives) fails now as a lost
+ * connection, and w reconnects. Returns whether there was one to cut.
+ */
+bool sq_session_cut(struct sq_worker *w);
+/* The host's main thread, every tick: cut the session of each worker thread
+ * (and of the heartbeat thread) stuck in a database call for longer than
+ * [host] reply_timeout. */
+void sq_session_cut_stuck(struct sq_host *h);
+
 #endif

@@ -16,10 +16,18 @@
  *   which jobs still run and which finished without their outcome
  *   recorded.
  * Only `stop` is read without the lock (atomic: the handler polls it).
+ *
+ * Each worker names its lock: the host's slots_lock for worker threads;
+ * for a worker process (procs.c) a robust, process-shared mutex beside its
+ * slots in the memory it shares with the host. A process killed while
+ * holding it leaves it "owner died": the next locker (the host) marks it
+ * consistent and goes on -- a slot is a few words, always left readable.
  */
 #include "host/slots.h"
 
 #include <inttypes.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -28,63 +36,79 @@
 #include "host/queue.h"
 #include "host/state.h"
 
-void sq_slot_take(struct sq_worker *w, int k, const struct sq_claimed *c, int64_t lease_ms)
+void sq_slots_lock(struct sq_worker *w)
+{
+    if (pthread_mutex_lock(w->slots_lock) == EOWNERDEAD)
+        pthread_mutex_consistent(w->slots_lock);
+}
+
+void sq_slots_unlock(struct sq_worker *w)
+{
+    pthread_mutex_unlock(w->slots_lock);
+}
+
+void sq_slot_take(struct sq_worker *w, int k, const struct sq_claimed *c, int kind, int64_t lease_ms)
 {
     struct sq_slot *sl = &w->slots[k];
-    pthread_mutex_lock(&w->host->slots_lock);
+    sq_slots_lock(w);
     sl->job_id = c->id;
     sl->execution_id = c->execution_id;
+    sl->attempt = c->attempt;
+    sl->kind = kind;
     sl->lease_ms = lease_ms;
     sl->lease_deadline = sq_now_ms() + lease_ms;
+    sl->started_at = 0;
     sl->timeout_at = 0;
     sl->timed_out = false;
     sl->returned = false;
     sl->finished = false;
-    sl->error = NULL;
+    sl->error[0] = '\0';
     atomic_store(&sl->stop, 0);
-    pthread_mutex_unlock(&w->host->slots_lock);
+    sq_slots_unlock(w);
 }
 
-void sq_slot_start_timeout(struct sq_worker *w, int k, int64_t timeout_ms)
+void sq_slot_start(struct sq_worker *w, int k, int64_t timeout_ms)
 {
-    pthread_mutex_lock(&w->host->slots_lock);
-    w->slots[k].timeout_at = timeout_ms > 0 ? sq_now_ms() + timeout_ms : 0;
-    pthread_mutex_unlock(&w->host->slots_lock);
+    sq_slots_lock(w);
+    int64_t now = sq_now_ms();
+    w->slots[k].started_at = now;
+    w->slots[k].timeout_at = timeout_ms > 0 ? now + timeout_ms : 0;
+    sq_slots_unlock(w);
 }
 
 void sq_slots_clear(struct sq_worker *w)
 {
-    pthread_mutex_lock(&w->host->slots_lock);
+    sq_slots_lock(w);
     for (int k = 0; k < w->nslots; k++)
         w->slots[k].job_id = 0;
-    pthread_mutex_unlock(&w->host->slots_lock);
+    sq_slots_unlock(w);
 }
 
 void sq_slot_clear(struct sq_worker *w, int k)
 {
-    pthread_mutex_lock(&w->host->slots_lock);
+    sq_slots_lock(w);
     w->slots[k].job_id = 0;
-    pthread_mutex_unlock(&w->host->slots_lock);
+    sq_slots_unlock(w);
 }
 
 bool sq_slot_returned(struct sq_worker *w, int k)
 {
-    pthread_mutex_lock(&w->host->slots_lock);
+    sq_slots_lock(w);
     w->slots[k].returned = true;
     bool t = w->slots[k].timed_out;
-    pthread_mutex_unlock(&w->host->slots_lock);
+    sq_slots_unlock(w);
     return t;
 }
 
 void sq_slot_finish(struct sq_worker *w, int k, short outcome, int64_t delay_ms, const char *error)
 {
     struct sq_slot *sl = &w->slots[k];
-    pthread_mutex_lock(&w->host->slots_lock);
+    sq_slots_lock(w);
     sl->finished = true;
     sl->outcome = outcome;
     sl->delay_ms = delay_ms;
-    sl->error = error;
-    pthread_mutex_unlock(&w->host->slots_lock);
+    sq_strlcpy(sl->error, error ? error : "", sizeof sl->error);
+    sq_slots_unlock(w);
 }
 
 /* ---- every slot of the host ----------------------------------------------------------- */
@@ -101,8 +125,8 @@ void sq_slots_snapshot(struct sq_host *h, struct sq_leases *s)
 {
     s->n = 0;
     int64_t now = sq_now_ms();
-    pthread_mutex_lock(&h->slots_lock);
     for (int i = 0; i < h->nworkers; i++) {
+        sq_slots_lock(&h->workers[i]);
         for (int k = 0; k < h->workers[i].nslots; k++) {
             struct sq_slot *sl = &h->workers[i].slots[k];
             if (!sl->job_id)
@@ -119,19 +143,22 @@ void sq_slots_snapshot(struct sq_host *h, struct sq_leases *s)
             s->execs[s->n] = sl->execution_id;
             s->leases[s->n] = sl->lease_ms;
             s->slot[s->n] = sl;
+            s->worker[s->n] = i;
             s->n++;
         }
+        sq_slots_unlock(&h->workers[i]);
     }
-    pthread_mutex_unlock(&h->slots_lock);
 }
 
 void sq_slots_renewed(struct sq_host *h, const struct sq_leases *s, bool ok, int64_t sent_at)
 {
-    pthread_mutex_lock(&h->slots_lock);
     for (size_t i = 0; i < s->n; i++) {
         struct sq_slot *sl = s->slot[i];
-        if (sl->job_id != s->ids[i] || sl->execution_id != s->execs[i])
+        sq_slots_lock(&h->workers[s->worker[i]]);
+        if (sl->job_id != s->ids[i] || sl->execution_id != s->execs[i]) {
+            sq_slots_unlock(&h->workers[s->worker[i]]);
             continue; /* finished meanwhile */
+        }
         if (ok && s->state[i] == SQ_LEASE_EXTENDED) {
             sl->lease_deadline = sent_at + sl->lease_ms;
         } else if (ok && s->state[i] == SQ_LEASE_LOST) {
@@ -142,24 +169,26 @@ void sq_slots_renewed(struct sq_host *h, const struct sq_leases *s, bool ok, int
                          "asking the handler to stop",
                          s->ids[i]);
         }
+        sq_slots_unlock(&h->workers[s->worker[i]]);
     }
     int64_t now = sq_now_ms();
     for (int i = 0; i < h->nworkers; i++) {
+        sq_slots_lock(&h->workers[i]);
         for (int k = 0; k < h->workers[i].nslots; k++) {
             struct sq_slot *sl = &h->workers[i].slots[k];
             if (sl->job_id && now > sl->lease_deadline && !atomic_exchange(&sl->stop, 1))
                 log_warn("job %" PRId64 ": lease could not be renewed before it expired; asking the handler to stop",
                          sl->job_id);
         }
+        sq_slots_unlock(&h->workers[i]);
     }
-    pthread_mutex_unlock(&h->slots_lock);
 }
 
 bool sq_slots_stop_all(struct sq_host *h, int64_t *ids, int64_t *execs, size_t *n, struct sq_outcomes *done)
 {
     bool ok = true;
-    pthread_mutex_lock(&h->slots_lock);
     for (int i = 0; ok && i < h->nworkers; i++) {
+        sq_slots_lock(&h->workers[i]);
         for (int k = 0; k < h->workers[i].nslots; k++) {
             struct sq_slot *sl = &h->workers[i].slots[k];
             atomic_store(&sl->stop, 1);
@@ -171,7 +200,7 @@ bool sq_slots_stop_all(struct sq_host *h, int64_t *ids, int64_t *execs, size_t *
                 done->execs[d] = sl->execution_id;
                 done->outcomes[d] = sl->outcome;
                 done->delays[d] = sl->delay_ms;
-                done->errors[d] = strdup(sl->error ? sl->error : "");
+                done->errors[d] = strdup(sl->error);
                 ok = done->errors[d] != NULL;
             } else {
                 ids[*n] = sl->job_id;
@@ -179,7 +208,7 @@ bool sq_slots_stop_all(struct sq_host *h, int64_t *ids, int64_t *execs, size_t *
                 (*n)++;
             }
         }
+        sq_slots_unlock(&h->workers[i]);
     }
-    pthread_mutex_unlock(&h->slots_lock);
     return ok;
 }

@@ -14,15 +14,21 @@ struct sq_worker;
 
 /* ---- a worker's own slots (k: the job's place in its batch) ---- */
 
-/* Occupy slot k with a claimed job (its timeout starts when it runs). */
-void sq_slot_take(struct sq_worker *w, int k, const struct sq_claimed *c, int64_t lease_ms);
-void sq_slot_start_timeout(struct sq_worker *w, int k, int64_t timeout_ms);
+/* The lock of w's slots (a robust one left by a dead process is taken over). */
+void sq_slots_lock(struct sq_worker *w);
+void sq_slots_unlock(struct sq_worker *w);
+
+/* Occupy slot k with a claimed job of kind index `kind` (-1: none); its
+ * timeout starts when it runs. */
+void sq_slot_take(struct sq_worker *w, int k, const struct sq_claimed *c, int kind, int64_t lease_ms);
+/* The handler starts now; the kind's timeout (0: none) runs from here. */
+void sq_slot_start(struct sq_worker *w, int k, int64_t timeout_ms);
 /* The handler returned: from now on no timeout applies. Returns whether
  * the timeout had already passed. */
 bool sq_slot_returned(struct sq_worker *w, int k);
 /* The outcome waits for the next cycle; shutdown may record it if the
  * thread is still busy with the rest of its batch when the grace period
- * ends. `error` is borrowed until the slot is cleared. */
+ * ends. The slot keeps a copy of `error` (SQ_SLOT_ERROR bytes at most). */
 void sq_slot_finish(struct sq_worker *w, int k, short outcome, int64_t delay_ms, const char *error);
 void sq_slot_clear(struct sq_worker *w, int k);
 void sq_slots_clear(struct sq_worker *w);
@@ -36,6 +42,7 @@ size_t sq_slots_capacity(const struct sq_host *h);
 struct sq_leases {
     int64_t *ids, *execs, *leases;
     struct sq_slot **slot;
+    int *worker; /* index of each slot's worker */
     char *state; /* enum sq_lease_state, from sq_queue_heartbeat() */
     size_t n;
 };

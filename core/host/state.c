@@ -85,8 +85,8 @@ void sq_host_threads(const struct sq_host *h, int *workers, int *busy, int *sess
 {
     int n = atomic_load(&h->workers_built) ? h->nworkers : 0, b = 0, up = 0;
     for (int i = 0; i < n; i++) {
-        b += atomic_load(&h->workers[i].busy) ? 1 : 0;
-        up += atomic_load(&h->workers[i].connected) ? 1 : 0;
+        b += atomic_load(&h->workers[i].live->busy) ? 1 : 0;
+        up += atomic_load(&h->workers[i].live->connected) ? 1 : 0;
     }
     up += atomic_load(&h->hb_connected) ? 1 : 0;
     up += atomic_load(&h->listener_connected) ? 1 : 0;
@@ -140,14 +140,14 @@ bool sq_host_progress(struct sq_host *h, int64_t stale_ms, bool check_db, char *
     }
     for (int i = 0; i < h->nworkers; i++) {
         struct sq_worker *w = &h->workers[i];
-        int64_t beat = atomic_load(&w->beat), wdown = atomic_load(&w->down_since);
+        int64_t beat = atomic_load(&w->live->beat), wdown = atomic_load(&w->live->down_since);
         /* A thread running a handler is the handler's business (timeouts
          * cover it); one reconnecting goes round its loop once per attempt:
          * a wait of up to SQ_RECONNECT_MAX_MS and the attempt itself, which
          * libpq bounds by connect_timeout per listed host (skipq's default
          * 10 s: a black-holed node costs all of it). */
         int64_t allowance = stale_ms + (wdown ? SQ_RECONNECT_MAX_MS + SQ_CONNECT_ATTEMPT_MS : poll);
-        if (!atomic_load(&w->busy) && beat && now - beat > allowance) {
+        if (!atomic_load(&w->live->busy) && beat && now - beat > allowance) {
             snprintf(why, whylen, "thread %s has made no progress for %" PRId64 "s (stuck in a database call?)",
                      w->name, (now - beat) / 1000);
             return false;

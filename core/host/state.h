@@ -24,6 +24,7 @@ struct sq_plugins;
 struct sq_host;
 struct sq_metrics;
 struct sq_kinds;
+struct sq_procs;
 
 /* Longest wait between two reconnection attempts of a session (a worker's
  * or the listener's; session.c, listen.c). Short, because the first session
@@ -70,26 +71,48 @@ struct sq_group {
     char *claim_kinds;        /* the kinds not paused, text[] literal; NULL: all of
                                  them (kinds_array); host->lock */
     char *claim_leases;       /* their leases, int8[] literal; host->lock */
+    bool process;             /* [queue] isolation = process: its workers are processes (procs.c) */
+    int max_jobs;             /* max_jobs_per_worker; 0: none */
+    int64_t max_memory;       /* bytes; 0: none */
 };
+
+#define SQ_SLOT_ERROR 512 /* bytes of a finished job's error a slot keeps */
 
 /*
  * A job a worker holds: claimed, running, or finished with its outcome not
  * yet recorded. The heartbeat renews the leases of every occupied slot.
- * Fields are guarded by host->slots_lock, except `stop`.
+ * Fields are guarded by the worker's slots_lock, except `stop`. Nothing in
+ * a slot points into a process's memory: in process mode (procs.c) the
+ * slots live in memory shared by the worker process and the host, which
+ * renews their leases and, when the process dies, reads what it held.
  */
 struct sq_slot {
     int64_t job_id; /* 0: free */
     int64_t execution_id;
     int64_t lease_ms;
     int64_t lease_deadline; /* monotonic ms: past it, assume the lease is lost */
+    int64_t started_at;     /* monotonic ms the handler started; 0: not started */
     int64_t timeout_at;     /* monotonic ms of the kind's timeout; 0: none */
+    int attempt;            /* the job's attempt (for the backoff of a crash) */
+    int kind;               /* index in the host's kinds; -1: not registered */
     bool timed_out;         /* past timeout_at: lease no longer renewed */
     bool returned;          /* handler returned: no timeout applies any more */
     bool finished;          /* outcome below waits for the next cycle */
     short outcome;          /* skipq_outcome, when finished */
     int64_t delay_ms;       /* retry delay, when finished */
-    const char *error;      /* owned by the worker's pending list, when finished */
+    char error[SQ_SLOT_ERROR]; /* when finished (truncated copy) */
     atomic_int stop;        /* the handler should stop (lease lost, timeout, shutdown) */
+};
+
+/* A worker's progress, for /healthz, the watchdog, the gauges -- and, in
+ * process mode, for the host that watches the worker process. */
+struct sq_worker_live {
+    _Atomic int64_t beat;       /* monotonic ms when the thread last went round its loop */
+    _Atomic int64_t down_since; /* monotonic ms the connection was lost; 0: connected */
+    atomic_bool busy;           /* a handler is running */
+    atomic_bool connected;
+    atomic_ulong jobs;          /* handlers run (max_jobs_per_worker) */
+    atomic_bool recycle;        /* process mode: the process exits on purpose (a limit) */
 };
 
 struct sq_worker {
@@ -99,14 +122,18 @@ struct sq_worker {
     pthread_t thread;
     bool started;
     char name[16];
-    char ident[160]; /* host:pid:tN, stored in locked_by and job_executions */
+    char ident[160]; /* host:pid:wN, stored in locked_by and job_executions */
     struct sq_slot *slots; /* group->batch of them */
     int nslots;
-    /* progress, for /healthz, the watchdog and the gauges */
-    _Atomic int64_t beat;       /* monotonic ms when the thread last went round its loop */
-    _Atomic int64_t down_since; /* monotonic ms the connection was lost; 0: connected */
-    atomic_bool busy;           /* a handler is running */
-    atomic_bool connected;
+    pthread_mutex_t *slots_lock; /* the host's; process mode: robust, process-shared */
+    struct sq_worker_live *live;
+    /* The socket of the worker's session, so that a call with no reply can
+     * be cut from outside (sq_session_cut); -1: none. conn_lock keeps the
+     * descriptor from being closed and reused under the cut. */
+    pthread_mutex_t conn_lock;
+    int sock;
+    int64_t cut_at; /* monotonic ms of the last cut (main thread only) */
+    int ctl;        /* process mode: write end of its control pipe (ctl.c); -1; host->ctl_lock */
 };
 
 struct sq_host {
@@ -128,7 +155,11 @@ struct sq_host {
     atomic_int running;     /* worker threads still alive */
     pthread_mutex_t lock;   /* with each group's `wake`, and `wake`: idle waits and shutdown */
     pthread_cond_t wake;    /* worker exits; a session reconnected */
-    pthread_mutex_t slots_lock;
+    pthread_mutex_t slots_lock; /* the slots of the worker threads */
+    struct sq_worker_live *lives; /* thread workers' progress (process workers': shared memory) */
+    struct sq_procs *procs;     /* the worker processes this host supervises; NULL: none */
+    pthread_mutex_t ctl_lock;   /* the workers' ctl descriptors */
+    bool in_child;              /* this process is a worker process (wproc.c), not a host */
 
     struct sq_kinds *kinds;   /* one per registered kind */
     _Atomic int64_t poll_ms;  /* live copy of [host] poll_interval */
@@ -136,6 +167,7 @@ struct sq_host {
     atomic_bool workers_built;  /* workers[] is complete: other threads may read it */
     atomic_bool ready;          /* every thread connected once */
     _Atomic int64_t hb_beat, hb_down_since;
+    struct sq_worker hb;        /* the heartbeat thread's session, as sq_session_cut sees it (conn_lock, sock) */
     atomic_bool hb_connected, listener_connected;
     atomic_bool deps_wake; /* an enqueue left children to settle: the heartbeat
                               thread runs sq_deps_round without waiting for its round */

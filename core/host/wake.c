@@ -8,7 +8,9 @@
  * jobs it knows of fall due (its own retries, delayed jobs announced by
  * NOTIFY): an idle thread sleeps until the first of them instead of its
  * whole poll interval, and one due time wakes one thread, not the group.
- * Shutdown broadcasts to everyone.
+ * Shutdown broadcasts to everyone. The worker processes of a process
+ * group wait in their own processes: wakes and due times for such a group
+ * go to them through their control pipes (procs.c) as well.
  *
  * Threads that lost their session wait between attempts here too. When the
  * database comes back (a restart, a failover), the first session of the
@@ -26,6 +28,7 @@
 #include <time.h>
 
 #include "common/util.h"
+#include "host/ctl.h"
 #include "host/state.h"
 
 static struct timespec realtime_in(int64_t ms)
@@ -105,6 +108,7 @@ void sq_group_due(struct sq_host *h, struct sq_group *g, int64_t at)
     if (i == 0)
         pthread_cond_broadcast(&g->wake);
     pthread_mutex_unlock(&h->lock);
+    sq_ctl_send(h, (size_t)(g - h->groups), SQ_CTL_DUE, at); /* a process group's workers keep their own */
 }
 
 void sq_host_due(struct sq_host *h, const char *queue, int64_t at)
@@ -125,6 +129,9 @@ void sq_host_wake(struct sq_host *h, const char *queue)
         pthread_cond_broadcast(&g->wake);
     }
     pthread_mutex_unlock(&h->lock);
+    for (size_t i = 0; h->procs && i < h->ngroups; i++)
+        if (!queue || strcmp(h->groups[i].queue, queue) == 0)
+            sq_ctl_send(h, i, SQ_CTL_WAKE, 0);
 }
 
 void sq_host_reconnected(struct sq_host *h)

@@ -83,20 +83,21 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
         .conn = *connp,
         .retry_ms = -1,
     };
-    sq_slot_start_timeout(w, k, timeout_ms);
+    sq_slot_start(w, k, timeout_ms);
 
     skipq_outcome out;
     if (!hd) { /* cannot happen: the claim filters on registered kinds */
         snprintf(ctx.error, sizeof ctx.error, "no handler registered for kind \"%s\"", c->kind);
         out = SKIPQ_RETRY;
     } else {
-        atomic_store(&w->busy, true);
+        atomic_store(&w->live->busy, true);
         int64_t t0 = sq_now_us();
         out = hd->fn(&ctx.pub, hd->userdata);
         if (kr)
             sq_kind_observe(kr, sq_now_us() - t0);
-        atomic_store(&w->beat, sq_now_ms());
-        atomic_store(&w->busy, false);
+        atomic_store(&w->live->beat, sq_now_ms());
+        atomic_store(&w->live->busy, false);
+        atomic_fetch_add(&w->live->jobs, 1);
         if (out != SKIPQ_DONE && out != SKIPQ_RETRY && out != SKIPQ_FAIL) {
             snprintf(ctx.error, sizeof ctx.error, "handler returned %d, which is not a skipq_outcome", (int)out);
             out = SKIPQ_RETRY;
@@ -114,8 +115,7 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
                  out == SKIPQ_FAIL ? "SKIPQ_FAIL" : "SKIPQ_RETRY");
 
     if (ctx.conn_broken) {
-        PQfinish(*connp);
-        *connp = NULL;
+        sq_session_close(w, connp);
     } else if (ctx.in_txn) {
         enum sq_complete r = sq_complete_in_txn(w, connp, c, &out, ctx.error, sizeof ctx.error);
         if (r != SQ_COMPLETE_ERROR) {
@@ -165,8 +165,7 @@ static bool recover_lost_claims(struct sq_worker *w, PGconn **connp, const struc
     if (n >= 0)
         return true;
     if (sq_db_conn_lost(*connp, NULL)) {
-        PQfinish(*connp);
-        *connp = NULL;
+        sq_session_close(w, connp);
         return false;
     }
     log_warn("%s: could not give back jobs claimed before the connection was lost; their leases will expire: %s",
@@ -213,6 +212,22 @@ static void idle_wait(struct sq_host *h, struct sq_group *g, unsigned long gen, 
     sq_host_wait(h, g, gen, poll * 9 / 10 + rand_r(seed) % (poll / 5 + 1));
 }
 
+/* A worker process that has run max_jobs_per_worker jobs stops claiming,
+ * records what it holds and exits; its host replaces it at once. Jobs not
+ * yet started of the last claim went back above only if stopping came
+ * first: the limit is checked between claims, so none is left behind. */
+static void recycle_at_limit(struct sq_worker *w)
+{
+    struct sq_host *h = w->host;
+    int max = w->group->max_jobs;
+    if (!h->in_child || max <= 0 || atomic_load(&w->live->jobs) < (unsigned long)max || atomic_load(&h->stopping))
+        return;
+    log_info("%s: ran %lu job(s), max_jobs_per_worker is %d: exiting to be replaced", w->name,
+             atomic_load(&w->live->jobs), max);
+    atomic_store(&w->live->recycle, true);
+    sq_host_stop(h);
+}
+
 static void worker_exit(struct sq_host *h)
 {
     pthread_mutex_lock(&h->lock);
@@ -247,7 +262,7 @@ void *sq_worker_main(void *arg)
     bool reply_lost = false; /* a cycle died with its connection: it may have claimed */
     struct sq_claim_kinds ck = {0}; /* the kinds to claim, when some are paused */
     for (;;) {
-        atomic_store(&w->beat, sq_now_ms());
+        atomic_store(&w->live->beat, sq_now_ms());
         bool stopping = atomic_load(&h->stopping);
         if (stopping && pend.o.n == 0)
             break;
@@ -258,6 +273,10 @@ void *sq_worker_main(void *arg)
         if (reply_lost && !recover_lost_claims(w, &conn, &pend))
             continue;
         reply_lost = false;
+        /* A worker process has no heartbeat thread: it reads skipq.paused
+         * itself, at start and when its host says it changed. */
+        if (h->in_child && sq_host_take_paused(h) && !sq_pause_refresh(h, conn, err, sizeof err))
+            log_warn("%s: cannot read the paused queues and kinds (what was paused stays paused): %s", w->name, err);
         unsigned long gen = atomic_load(&g->wake_gen); /* before the pause check: a resume's wake is not lost */
         bool claims = !stopping && sq_pause_claims(h, g, &ck);
         if (!stopping && !claims && pend.o.n == 0) {
@@ -272,8 +291,7 @@ void *sq_worker_main(void *arg)
         if (n < 0) {
             if (sq_db_conn_lost(conn, NULL)) {
                 log_warn("%s: connection lost: %s", w->name, err);
-                PQfinish(conn);
-                conn = NULL;
+                sq_session_close(w, &conn);
                 sq_session_mark(w, false);
                 pend.retried = pend.o.n > 0;
                 reply_lost = true;
@@ -296,8 +314,8 @@ void *sq_worker_main(void *arg)
         for (int k = 0; k < n; k++) {
             struct sq_kind *kr = kinds[k] = sq_kinds_find(h->kinds, claimed[k].kind);
             if (kr)
-                atomic_fetch_add_explicit(&kr->claimed, 1, memory_order_relaxed);
-            sq_slot_take(w, k, &claimed[k], kr ? kr->lease_ms : h->cfg->lease_ms);
+                atomic_fetch_add_explicit(&kr->n->claimed, 1, memory_order_relaxed);
+            sq_slot_take(w, k, &claimed[k], kr ? kr->index : -1, kr ? kr->lease_ms : h->cfg->lease_ms);
         }
         int k = 0;
         int64_t t0 = sq_now_us();
@@ -309,9 +327,11 @@ void *sq_worker_main(void *arg)
             for (int i = k; i < n; i++)
                 sq_slot_clear(w, i);
         }
+        recycle_at_limit(w);
     }
-    PQfinish(conn);
-    atomic_store(&w->connected, false);
+    if (conn)
+        sq_session_close(w, &conn);
+    atomic_store(&w->live->connected, false);
     sq_claim_kinds_free(&ck);
     free(claimed);
     free(kinds);
