@@ -357,6 +357,8 @@ void th_host_signal_all(pid_t pid, int sig)
 {
     pid_t kids[256];
     int n = descendants(pid, kids, 256);
+    if (sig == SIGKILL) /* all at once: none sees another die first */
+        th_host_signal_all(pid, SIGSTOP);
     if (sig != SIGCONT)
         kill(pid, sig);
     for (int i = 0; i < n; i++)

@@ -159,7 +159,9 @@ bool th_process_mode(void);
 
 /* Send sig to a host and to every process it started, descendants first
  * for SIGCONT and last otherwise: freezing (SIGSTOP) a host in process mode
- * freezes its worker processes too, as a paused machine would. */
+ * freezes its worker processes too, as a paused machine would. SIGKILL
+ * stops them all first, so they die as one (a machine lost): no process
+ * sees another die and acts on it. */
 void th_host_signal_all(pid_t pid, int sig);
 
 /*
