@@ -69,6 +69,19 @@ static void ledger_free(struct ledger *l)
     free(l->pid);
 }
 
+/* Read the ledger until it has at least n lines or 10 s pass; its lines. */
+static size_t ledger_wait(const char *path, size_t n, struct ledger *l)
+{
+    int64_t end = th_now_ms() + 10000;
+    for (;;) {
+        ledger_read(path, l);
+        if (l->n >= n || th_now_ms() > end)
+            return l->n;
+        ledger_free(l);
+        usleep(20000);
+    }
+}
+
 /* How many lines are about job id. */
 static int ledger_runs(const struct ledger *l, int64_t id)
 {
@@ -616,6 +629,59 @@ Test(isolation, sigterm_lets_running_handlers_finish_in_their_worker_processes, 
     ledger_free(&l);
     th_check_invariants(c);
     th_assert_clean_log(ini);
+}
+
+/*
+ * The supervisor alone is killed (SIGKILL, the OOM killer): its worker
+ * processes must not run on unwatched -- nobody renews their leases any
+ * more, so their jobs go to other hosts while they still run them. They
+ * stop within the shutdown grace, a handler deaf to stop requests
+ * included, and another host then finishes every job exactly once.
+ */
+Test(isolation, worker_processes_do_not_outlive_a_killed_supervisor_past_the_grace, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    char ledger[600];
+    snprintf(ledger, sizeof ledger, "%s/orphan.ledger", th_tmpdir());
+    th_enqueue(c, "test", "{\"sleep_ms\": 60000, \"ignore_stop\": true}", NULL, 0, 0);
+    th_enqueue(c, "test", "{\"sleep_ms\": 60000}", NULL, 0, 0);
+    char extra[512];
+    snprintf(extra, sizeof extra, "[queue default]\nisolation = process\nthreads = 2\nbatch = 1\n");
+    char *ini = th_host_ini(&db, "orphan", "shutdown_grace = 1s\n", ledger, extra);
+    pid_t pid = th_host_start(ini);
+    wait_registered(c, pid, ini);
+    cr_assert_eq(th_wait_scalar(c, 2, 30000, "SELECT count(*) FROM skipq.job_executions WHERE status = 'running'"), 2,
+                 "the two handlers never ran at once:\n%s", th_host_log(ini));
+    struct ledger l;
+    cr_assert_eq(ledger_wait(ledger, 2, &l), 2, "the handlers never started");
+
+    kill(pid, SIGKILL);
+    cr_assert_eq(th_wait_exit(pid, 10000), 128 + SIGKILL);
+    int64_t killed = th_now_ms();
+    int64_t end = killed + 1000 + 2000; /* the grace, and a margin */
+    for (size_t i = 0; i < l.n; i++) {
+        while (kill(l.pid[i], 0) == 0 && th_now_ms() < end)
+            usleep(20000);
+        cr_expect(kill(l.pid[i], 0) == -1 && errno == ESRCH,
+                  "worker process %d still runs %lld ms after its supervisor was killed (grace 1 s)", l.pid[i],
+                  (long long)(th_now_ms() - killed));
+    }
+    /* Whatever is left of them, another host finishes every job once. */
+    for (size_t i = 0; i < l.n; i++)
+        kill(l.pid[i], SIGKILL);
+    th_execf(c, "UPDATE skipq.jobs SET payload = '{}'");
+    char *ini2 = th_host_ini(&db, "heir", NULL, NULL, "[queue default]\nthreads = 2\n");
+    pid_t heir = th_host_start(ini2);
+    cr_expect_eq(th_wait_scalar(c, 2, 30000, DONE_SQL), 2, "the jobs were not finished by another host");
+    cr_expect_eq(th_host_stop(heir, 15000), 0);
+    cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE (SELECT count(*) FROM skipq.job_executions e"
+                              " WHERE e.job_id = j.id AND e.status = 'done') <> 1"),
+                 0, "a job was not done exactly once");
+    th_check_invariants(c);
+    th_assert_clean_log(ini2);
+    ledger_free(&l);
 }
 
 /* ---- /metrics across worker processes ---------------------------------------------- */
