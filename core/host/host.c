@@ -382,6 +382,9 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
 static void host_free(struct sq_host *h)
 {
     sq_pause_free(h);
+    for (int i = 0; i < h->nworkers; i++)
+        if (!h->workers[i].group->process)
+            free(h->workers[i].slots);
     for (size_t i = 0; i < h->ngroups; i++) {
         pthread_cond_destroy(&h->groups[i].wake);
         free(h->groups[i].kinds);
@@ -389,9 +392,6 @@ static void host_free(struct sq_host *h)
         free(h->groups[i].leases_array);
     }
     free(h->groups);
-    for (int i = 0; i < h->nworkers; i++)
-        if (!h->workers[i].group->process)
-            free(h->workers[i].slots);
     free(h->workers);
     free(h->lives);
     sq_kinds_free(h->kinds);
