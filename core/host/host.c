@@ -239,7 +239,7 @@ static bool start_threads(struct sq_host *h)
  * with the rest of its batch had not recorded them yet) get their outcomes
  * recorded, so finished work is not run again.
  */
-static void release_running(struct sq_host *h)
+void sq_host_release_running(struct sq_host *h)
 {
     size_t cap = sq_slots_capacity(h);
     int64_t *ids = calloc(cap, sizeof *ids), *execs = calloc(cap, sizeof *execs);
@@ -372,7 +372,7 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
         }
         if (atomic_load(&h->stopping) && sq_now_ms() >= deadline) {
             sq_procs_kill(h, true); /* what they held is released with the rest */
-            release_running(h);
+            sq_host_release_running(h);
             log_info("stopped");
             _exit(0); /* handlers still run plugin code: do not unload it under them */
         }
@@ -382,6 +382,9 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
 static void host_free(struct sq_host *h)
 {
     sq_pause_free(h);
+    for (int i = 0; i < h->nworkers; i++)
+        if (!h->workers[i].group->process)
+            free(h->workers[i].slots);
     for (size_t i = 0; i < h->ngroups; i++) {
         pthread_cond_destroy(&h->groups[i].wake);
         free(h->groups[i].kinds);
@@ -389,9 +392,6 @@ static void host_free(struct sq_host *h)
         free(h->groups[i].leases_array);
     }
     free(h->groups);
-    for (int i = 0; i < h->nworkers; i++)
-        if (!h->workers[i].group->process)
-            free(h->workers[i].slots);
     free(h->workers);
     free(h->lives);
     sq_kinds_free(h->kinds);

@@ -23,6 +23,11 @@ void sq_host_name_init(struct sq_host *h);
  * err empty when out of memory. */
 bool sq_host_build_groups(struct sq_host *h, char *err, size_t errlen);
 
+/* The grace period is over: ask every handler to stop, give back the jobs
+ * still running (interrupted, uncharged) and record the outcomes of those
+ * that returned. */
+void sq_host_release_running(struct sq_host *h);
+
 /* Entry point of `skipq run`. Returns the process exit code. */
 int sq_host_run(struct sq_config *cfg, const char *db_flag);
 

@@ -227,7 +227,11 @@ static bool spawn_one(struct sq_procs *ps, struct sq_proc *p)
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     reset_block(ps, p);
     pid_t pid;
-    int r = posix_spawn(&pid, ps->exe, &fa, &attr, argv, envp);
+    /* /proc/self/exe, not the path: a package upgrade may have replaced the
+     * file since the host started, and a worker must be the host's own
+     * binary (the shared memory's layout is its). The kernel keeps the
+     * running image reachable there even when the file is gone. */
+    int r = posix_spawn(&pid, "/proc/self/exe", &fa, &attr, argv, envp);
     if (r != 0) {
         errno = r;
         goto fail;
@@ -738,7 +742,7 @@ bool sq_procs_setup(struct sq_host *h, const char *db_flag, char *err, size_t er
         snprintf(err, errlen, "cannot find this program's path to start worker processes: %s", strerror(errno));
         return false;
     }
-    ps->exe[len] = '\0';
+    ps->exe[len] = '\0'; /* for argv[0] and ps(1); the image comes from /proc/self/exe */
     ps->config_path = realpath(h->cfg->path, NULL);
     ps->db_flag = db_flag ? strdup(db_flag) : NULL;
     if (!ps->config_path || (db_flag && !ps->db_flag)) {

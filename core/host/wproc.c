@@ -129,17 +129,34 @@ static bool build_worker(struct sq_host *h, void *block, const struct spec *sp, 
     return true;
 }
 
-/* Take signals until the worker thread has ended. */
+/*
+ * Take signals until the worker thread has ended. Once stopping (SIGTERM,
+ * or its host gone) the process gives its handler shutdown_grace, as a host
+ * does; then it releases what it still holds and exits, so a worker whose
+ * host was killed never runs on unwatched. With its host alive, the host
+ * kills it at the same moment and releases the same jobs: the release is
+ * fenced, so whichever comes second changes nothing.
+ */
 static void signal_loop(struct sq_host *h, const sigset_t *set)
 {
+    int64_t deadline = 0;
     while (atomic_load(&h->running) > 0) {
-        struct timespec tick = {0, 100 * 1000000L};
+        struct timespec tick = {0, 50 * 1000000L};
         siginfo_t info;
         int sig = sigtimedwait(set, &info, &tick);
         if (sig == SIGHUP)
             sq_host_reload(h);
         else if (sig == SIGTERM)
             sq_host_stop(h);
+        if (!atomic_load(&h->stopping))
+            continue;
+        if (!deadline)
+            deadline = sq_now_ms() + h->cfg->grace_ms;
+        if (sq_now_ms() >= deadline && atomic_load(&h->running) > 0) {
+            sq_host_release_running(h);
+            fflush(stderr);
+            _exit(0); /* the handler still runs plugin code: do not unload it under it */
+        }
     }
 }
 
