@@ -12,7 +12,7 @@
 #   --build DIR   the build directory holding bench/skipq-bench (default: build)
 #   --rounds N    runs of each mode (default 5)
 #   other flags go to every skipq-bench run; the default is
-#   --modes drain,latency --threads 2 --batch 1000 (drain and latency are
+#   --modes drain,latency --threads 2 --batch 1000 --repeat 3 (drain and latency are
 #   what it reads; --db, --json and --isolation are its own).
 #
 # Prints one line per run and a summary: per mode the median drain jobs/s
@@ -39,7 +39,7 @@ while (($#)); do
     esac
 done
 [[ $rounds =~ ^[1-9][0-9]?$ ]] || { echo "isolation.sh: --rounds: \"$rounds\" is not a number from 1 to 99" >&2; exit 2; }
-((${#extra[@]})) || extra=(--modes "drain,latency" --threads 2 --batch 1000)
+((${#extra[@]})) || extra=(--modes "drain,latency" --threads 2 --batch 1000 --repeat 3)
 bench=$build/bench/skipq-bench
 [[ -x $bench ]] || { echo "isolation.sh: no $bench: build the skipq_bench target first" >&2; exit 2; }
 
@@ -111,8 +111,8 @@ awk -v pd="${med[process.drain]}" -v td="${med[thread.drain]}" -v pl="${med[proc
     -v tl="${med[thread.p50]}" 'BEGIN {
     share = td > 0 ? pd / td : 0; diff = pl - tl
     printf "\nprocess mode drain: %.1f %% of thread mode (target >= 90 %%): %s\n", share * 100,
-           share >= 0.9 ? "met" : "MISSED"
+           (share >= 0.9 ? "met" : "MISSED")
     printf "process mode latency p50: %+.3f ms against thread mode (target within 0.1 ms): %s\n", diff,
-           diff <= 0.1 ? "met" : "MISSED"
+           (diff <= 0.1 ? "met" : "MISSED")
 }'
 ok=1
