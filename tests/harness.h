@@ -186,13 +186,15 @@ size_t th_read_ledger(const char *path, int64_t **job_ids);
 /*
  * The invariants every scenario must leave behind:
  *  - no job has two 'done' executions;
- *  - attempts equals the number of execution rows;
+ *  - attempts equals the number of execution rows (a 'crashed' one, whose
+ *    worker process died under it, counts like any other);
  *  - at most one open ('running') execution per job;
  *  - no job is 'running' with a lease expired more than 5 s ago, and every
  *    running job's current execution is open;
- *  - 'dead' only when attempts ran out, the last execution says dead
- *    (permanent failure), or a parent (depends_on) ended dead or cancelled
- *    before the job ever ran;
+ *  - 'dead' only when attempts ran out (the last execution may then be
+ *    'crashed' as well as 'dead'), the last execution says dead (permanent
+ *    failure), or a parent (depends_on) ended dead or cancelled before the
+ *    job ever ran;
  *  - every 'done' job's current_execution_id is its one 'done' execution.
  * Fails the test with the offending job ids.
  */
