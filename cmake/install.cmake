@@ -15,7 +15,7 @@
 #   share/man/man{1,5,7}/              skipq(1), skipq.ini(5), skipq-plugin(7) (cmake/man.cmake)
 #   share/doc/skipq/                   README.md, the guides, the out-of-tree plugin template
 #   SYSCONFDIR/skipq/skipq.ini         the example configuration, its plugin paths the installed ones
-#   SKIPQ_SYSTEMD_UNITDIR/skipq.service  the unit, its paths the installed ones
+#   lib/systemd/system/skipq.service   the unit, its paths the installed ones (SKIPQ_SYSTEMD_UNITDIR)
 #
 # Paths written into installed files (the unit's ExecStart, the INI's plugin
 # paths) are the configured prefix's; the pkg-config and CMake files are
@@ -26,7 +26,8 @@ include(CMakePackageConfigHelpers)
 # prefix /usr) is installed there; otherwise it stays under the prefix, so
 # `cmake --install BUILD --prefix P` keeps everything in P.
 function(skipq_install_dir var rel full)
-  if(IS_ABSOLUTE "${rel}" OR NOT full MATCHES "^${CMAKE_INSTALL_PREFIX}/")
+  cmake_path(IS_PREFIX CMAKE_INSTALL_PREFIX "${full}" NORMALIZE under)
+  if(IS_ABSOLUTE "${rel}" OR NOT under)
     set(${var} "${full}" PARENT_SCOPE)
   else()
     set(${var} "${rel}" PARENT_SCOPE)
@@ -35,12 +36,15 @@ endfunction()
 skipq_install_dir(SKIPQ_SYSCONF_DEST "${CMAKE_INSTALL_SYSCONFDIR}" "${CMAKE_INSTALL_FULL_SYSCONFDIR}")
 # Debian 12 keeps system units in /lib/systemd/system (usr-merged, but
 # packages still ship them there); any other prefix keeps it under itself.
-if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-  set(SKIPQ_UNITDIR_DEFAULT /lib/systemd/system)
+set(SKIPQ_SYSTEMD_UNITDIR "" CACHE STRING
+    "where the systemd unit goes, relative to the prefix or absolute (empty: /lib/systemd/system for the prefix /usr, else lib/systemd/system)")
+if(NOT SKIPQ_SYSTEMD_UNITDIR STREQUAL "")
+  set(SKIPQ_UNIT_DEST "${SKIPQ_SYSTEMD_UNITDIR}")
+elseif(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  set(SKIPQ_UNIT_DEST /lib/systemd/system)
 else()
-  set(SKIPQ_UNITDIR_DEFAULT lib/systemd/system)
+  set(SKIPQ_UNIT_DEST lib/systemd/system)
 endif()
-set(SKIPQ_SYSTEMD_UNITDIR "${SKIPQ_UNITDIR_DEFAULT}" CACHE STRING "where the systemd unit goes (relative: under the prefix)")
 set(SKIPQ_PLUGIN_DEST ${CMAKE_INSTALL_LIBDIR}/skipq)
 set(SKIPQ_SQL_DEST ${CMAKE_INSTALL_DATADIR}/skipq/sql)
 set(SKIPQ_CMAKE_DEST ${CMAKE_INSTALL_LIBDIR}/cmake/skipq)
@@ -48,7 +52,7 @@ set(SKIPQ_PC_DEST ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 foreach(d SYSCONF PLUGIN SQL)
   cmake_path(ABSOLUTE_PATH SKIPQ_${d}_DEST BASE_DIRECTORY ${CMAKE_INSTALL_PREFIX} OUTPUT_VARIABLE SKIPQ_FULL_${d}_DIR)
 endforeach()
-cmake_path(ABSOLUTE_PATH SKIPQ_SYSTEMD_UNITDIR BASE_DIRECTORY ${CMAKE_INSTALL_PREFIX} OUTPUT_VARIABLE SKIPQ_FULL_UNIT_DIR)
+cmake_path(ABSOLUTE_PATH SKIPQ_UNIT_DEST BASE_DIRECTORY ${CMAKE_INSTALL_PREFIX} OUTPUT_VARIABLE SKIPQ_FULL_UNIT_DIR)
 
 # ---- programs, library, headers, plugins, SQL ------------------------------------------------
 
@@ -65,19 +69,24 @@ install(FILES ${SKIPQ_SQL_FILES} DESTINATION ${SKIPQ_SQL_DEST})
 # ---- configuration and unit, with the installed paths ----------------------------------------
 
 # conf/ holds them as a source checkout uses them (/usr/local, /etc/skipq);
-# the installed copies name where this build installs.
+# the installed copies name where this build installs. (Written as they
+# are, no @VAR@ substitution, and only when they change.)
+function(skipq_write path text)
+  file(WRITE ${path}.new "${text}")
+  file(COPY_FILE ${path}.new ${path} ONLY_IF_DIFFERENT)
+endfunction()
 file(READ ${CMAKE_SOURCE_DIR}/conf/skipq.ini ini)
 string(REPLACE "/usr/local/lib/skipq/" "${SKIPQ_FULL_PLUGIN_DIR}/" ini "${ini}")
 string(REPLACE "/etc/skipq/" "${SKIPQ_FULL_SYSCONF_DIR}/skipq/" ini "${ini}")
-file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/installed/skipq.ini CONTENT "${ini}" @ONLY)
+skipq_write(${CMAKE_BINARY_DIR}/installed/skipq.ini "${ini}")
 file(READ ${CMAKE_SOURCE_DIR}/conf/skipq.service unit)
 string(REPLACE "/usr/local/bin/skipq" "${CMAKE_INSTALL_FULL_BINDIR}/skipq" unit "${unit}")
 string(REPLACE "/etc/skipq" "${SKIPQ_FULL_SYSCONF_DIR}/skipq" unit "${unit}")
 string(REPLACE "Documentation=file:///usr/local/share/doc/skipq/README.md"
        "Documentation=man:skipq(1) man:skipq.ini(5) file://${CMAKE_INSTALL_FULL_DOCDIR}/README.md" unit "${unit}")
-file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/installed/skipq.service CONTENT "${unit}" @ONLY)
+skipq_write(${CMAKE_BINARY_DIR}/installed/skipq.service "${unit}")
 install(FILES ${CMAKE_BINARY_DIR}/installed/skipq.ini DESTINATION ${SKIPQ_SYSCONF_DEST}/skipq)
-install(FILES ${CMAKE_BINARY_DIR}/installed/skipq.service DESTINATION ${SKIPQ_SYSTEMD_UNITDIR})
+install(FILES ${CMAKE_BINARY_DIR}/installed/skipq.service DESTINATION ${SKIPQ_UNIT_DEST})
 
 # ---- pkg-config and find_package -------------------------------------------------------------
 
