@@ -15,7 +15,9 @@
 #   4. the staged skipq migrates a fresh database on $SKIPQ_TEST_DB (a
 #      keyword conninfo, as scripts/pg.sh prints), and a host started from
 #      the staged binary runs a job through the template plugin and one
-#      through an installed example plugin.
+#      through an installed example plugin; then a host on the installed
+#      skipq.ini (plugin paths mapped into the staged root) runs a job of
+#      the installed txn_note.so.
 #
 #   tests/check_package.sh WORK_DIR
 set -euo pipefail
@@ -58,7 +60,7 @@ for f in "${want[@]}"; do grep -qx "$f" "$work/contents" || fail "the package ha
 n_sql=$(grep -c '^usr/share/skipq/sql/[0-9][0-9][0-9]_.*\.sql$' "$work/contents")
 n_src=$(ls "$src"/sql/[0-9][0-9][0-9]_*.sql | wc -l)
 [ "$n_sql" = "$n_src" ] || fail "the package has $n_sql migrations, sql/ has $n_src"
-dpkg-deb -e "$deb" "$work/control"
+rm -rf "$work/control" && dpkg-deb -e "$deb" "$work/control"
 grep -qx /etc/skipq/skipq.ini "$work/control/conffiles" || fail "/etc/skipq/skipq.ini is no conffile"
 grep -q 'adduser --system' "$work/control/postinst" || fail "postinst creates no system user"
 ! grep -q 'systemctl.*enable\|deb-systemd-helper enable' "$work/control/postinst" ||
@@ -174,5 +176,30 @@ done
 grep -q "hello from the package check: job $hello, attempt 1" "$work/host.log" ||
     { cat "$work/host.log" >&2; fail "the host's log has no line from the template's handler"; }
 kill -TERM "$host" && wait "$host" || fail "the host did not stop cleanly (exit $?)"
+host=""
+
+# The installed configuration itself, its plugin paths mapped into the
+# staged root and /metrics left off (its port may be another's here): every
+# section of it loads, and a job of the installed txn_note.so on its queue
+# "mail" commits its row.
+step "a host from the installed configuration"
+sed -e "s|^path = /usr/lib/|path = $root/usr/lib/|" -e 's|^listen = |;listen = |' \
+    "$root/etc/skipq/skipq.ini" >"$work/installed.ini"
+user=(psql "$conn" -X -q -v ON_ERROR_STOP=1)
+"${user[@]}" -c "CREATE TABLE public.skipq_notes (job_id bigint, execution_id bigint, note text)"
+note=$("$skipq" enqueue note.write '{"note": "from the installed configuration"}' --queue mail --db "$conn")
+"$skipq" run -c "$work/installed.ini" --db "$conn" >"$work/installed.log" 2>&1 &
+host=$!
+deadline=$((SECONDS + 60))
+until [ "$(status "$note")" = done ]; do
+    if ! kill -0 "$host" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+        cat "$work/installed.log" >&2
+        fail "job $note (note.write) under the installed configuration: $(status "$note")"
+    fi
+    sleep 0.2
+done
+[ "$("${user[@]}" -At -c "SELECT note FROM public.skipq_notes WHERE job_id = $note")" = \
+  "from the installed configuration" ] || fail "txn_note.so wrote no row for job $note"
+kill -TERM "$host" && wait "$host" || fail "the installed configuration's host did not stop cleanly (exit $?)"
 host=""
 step "passed"
