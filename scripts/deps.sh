@@ -9,11 +9,14 @@ set -euo pipefail
 # and python3-selenium: the dashboard's browser suite (ctest -L browser).
 # postgresql-15-auto-failover and pg-auto-failover-cli: pg_auto_failover,
 # the HA manager that scripts/ha.sh runs for the failover suite.
+# dpkg-dev, fakeroot and lintian: the Debian package (scripts/package.sh)
+# and its check (ctest -L package); man-db: its man pages rendered.
 PKGS=(build-essential cmake pkg-config libpq-dev libinih-dev libcriterion-dev
       postgresql-15 postgresql-client-15 pgbouncer procps
       libmicrohttpd-dev libsystemd-dev curl clang-14 libclang-rt-14-dev libjson-c-dev
       chromium chromium-driver python3-selenium
-      postgresql-15-auto-failover pg-auto-failover-cli)
+      postgresql-15-auto-failover pg-auto-failover-cli
+      dpkg-dev fakeroot lintian man-db)
 
 missing=()
 for p in "${PKGS[@]}"; do

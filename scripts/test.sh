@@ -5,7 +5,8 @@
 #   1. the release build (what ships), the failover suite included (its
 #      own pg_auto_failover clusters, scripts/ha.sh; about a minute);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer (every suite but
-#      failover, which runs once, in the release build);
+#      failover and package, which run once, in the release build; package
+#      builds the Debian package and checks it, tests/check_package.sh);
 #   3. ThreadSanitizer (the threaded suites, ctest label tsan: hosts,
 #      hammer, faults, chaos, metrics, systemd, reload, pooler, cron, limits);
 #   4. fuzz: each libFuzzer target for SKIPQ_FUZZ_SECONDS (60) under
@@ -43,7 +44,7 @@ for v in $variants; do
     dir="$root/build-test-$v"
     case $v in
         release) san=""; select=() ;;
-        asan) san="address"; select=(-LE failover) ;;
+        asan) san="address"; select=(-LE 'failover|package') ;;
         tsan) san="thread"; select=(-L tsan) ;;
         fuzz)
             echo "test.sh: === fuzz ==="
