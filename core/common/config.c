@@ -555,7 +555,7 @@ static bool validate(struct sq_config *cfg, int host_line, char *err, size_t err
         struct sq_cron_conf *k = &cfg->crons[i];
         if (!k->max_attempts) {
             const struct sq_kind_conf *kc = sq_config_kind(cfg, k->kind);
-            k->max_attempts = kc && kc->max_attempts ? kc->max_attempts : 5;
+            k->max_attempts = kc ? kc->max_attempts : 0; /* 0: the kind's registered default, else 5 */
         }
     }
     return true;

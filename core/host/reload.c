@@ -29,11 +29,13 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/db.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "host/kinds.h"
 #include "host/notify.h"
 #include "host/queue.h"
+#include "host/scheduler.h"
 #include "host/state.h"
 
 struct tally {
@@ -190,7 +192,7 @@ static const struct live {
     {SQ_SECT_HOST, "poll_interval", poll_cell, NULL, NULL},
     {SQ_SECT_HOST, "claim_bytes", claim_bytes_cell, NULL, NULL},
     {SQ_SECT_KIND, "max_attempts", max_attempts_cell, NULL,
-     "(for jobs enqueued with `skipq enqueue -c`; 0 = the schema's default)"},
+     "(registered in skipq.kind_defaults for jobs enqueued without their own)"},
     {SQ_SECT_KIND, "backoff_base", backoff_base_cell, NULL, NULL},
     {SQ_SECT_KIND, "backoff_cap", backoff_cap_cell, NULL, NULL},
     {SQ_SECT_KIND, "timeout", timeout_cell, NULL, NULL},
@@ -259,6 +261,17 @@ const char *sq_reload_check(void)
     return NULL;
 }
 
+/* The kinds' max_attempts again, changed or not (another host may have
+ * replaced them since): on a connection of its own, as at start. */
+static void register_defaults(struct sq_host *h)
+{
+    char err[512];
+    PGconn *conn = sq_db_connect(sq_host_dbparams(h), err, sizeof err);
+    if (!conn || !sq_sched_register_defaults(h, conn, err, sizeof err))
+        log_warn("SIGHUP: %s; jobs enqueued without max_attempts keep the defaults they had", err);
+    PQfinish(conn);
+}
+
 void sq_host_reload(struct sq_host *h)
 {
     char err[1024];
@@ -273,6 +286,7 @@ void sq_host_reload(struct sq_host *h)
     struct tally t = {0, 0};
     diff_restart(&t, o, n);
     apply_live(&t, h, n);
+    register_defaults(h);
     log_info("SIGHUP: configuration reloaded: %d change(s) applied, %d need a restart", t.applied, t.restart);
     sq_log_set_level(n->log_level); /* last, so the lines above are not lost to a quieter level */
     sq_notify_status("running: %d worker thread(s); reloaded, %d change(s) applied, %d need a restart",
