@@ -142,3 +142,7 @@ REVOKE INSERT, UPDATE ON skipq.kind_defaults FROM skipq_worker;
 GRANT SELECT ON skipq.kind_defaults TO skipq_worker, skipq_bulk, skipq_reader;
 GRANT INSERT (kind, max_attempts, set_by), UPDATE (max_attempts, set_by, updated_at)
     ON skipq.kind_defaults TO skipq_worker;
+
+-- Handler output (057): the host writes an attempt's output on its
+-- execution row; readers see it with the rest of the row.
+GRANT UPDATE (output) ON skipq.job_executions TO skipq_worker;

@@ -34,6 +34,13 @@ size_t sq_plugins_kinds(const struct sq_plugins *ps, const char *const **kinds);
 /* shutdown() in reverse load order, then dlclose. Only after every worker
  * thread has stopped. NULL-safe. */
 void sq_plugins_unload(struct sq_plugins *ps);
+/* (ABI 1.1) Each loaded plugin's [plugin NAME] section in cfg checked
+ * against the keys it declares (SIGHUP: reload.c). false with FILE:LINE in
+ * err. Plugins that declare nothing pass. */
+bool sq_plugins_check_config(const struct sq_plugins *ps, const struct sq_config *cfg, char *err, size_t errlen);
+/* The loaded plugins and their descriptors, in load order. */
+size_t sq_plugins_count(const struct sq_plugins *ps);
+const skipq_plugin_info *sq_plugins_info(const struct sq_plugins *ps, size_t i);
 /* Name of the plugin that owns a handler, for logs. */
 const char *sq_handler_plugin_name(const struct sq_handler *h);
 

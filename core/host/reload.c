@@ -34,6 +34,7 @@
 #include "common/options.h"
 #include "host/kinds.h"
 #include "host/notify.h"
+#include "host/plugin.h"
 #include "host/queue.h"
 #include "host/scheduler.h"
 #include "host/state.h"
@@ -281,6 +282,12 @@ void sq_host_reload(struct sq_host *h)
     if (!n) {
         log_error("SIGHUP: %s; keeping the running configuration", err);
         sq_notify_status("running; the last reload failed: %s", err);
+        return;
+    }
+    if (!sq_plugins_check_config(sq_host_plugins(h), n, err, sizeof err)) {
+        log_error("SIGHUP: %s; keeping the running configuration", err);
+        sq_notify_status("running; the last reload failed: %s", err);
+        sq_config_free(n);
         return;
     }
     struct tally t = {0, 0};
