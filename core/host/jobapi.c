@@ -98,7 +98,7 @@ int64_t sq_job_deadline_ms(const skipq_job *job)
 }
 
 /* One JSON value and nothing after it (json-c alone accepts trailing text). */
-static bool valid_json(const char *s, size_t len)
+bool sq_job_json_valid(const char *s, size_t len)
 {
     struct json_tokener *t = json_tokener_new();
     if (!t)
@@ -121,7 +121,7 @@ int sq_job_output(skipq_job *job, const char *json, size_t len)
         return SKIPQ_PLUGIN_EINVAL;
     if (len > SKIPQ_OUTPUT_SIZE)
         return SKIPQ_PLUGIN_ETOOBIG;
-    if (memchr(json, '\0', len) || !valid_json(json, len))
+    if (memchr(json, '\0', len) || !sq_job_json_valid(json, len))
         return SKIPQ_PLUGIN_EINVAL;
     char *copy = malloc(len + 1);
     if (!copy)

@@ -32,6 +32,9 @@ void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap);
 int64_t sq_job_deadline_ms(const skipq_job *job);
 int sq_job_output(skipq_job *job, const char *json, size_t len);
 
+/* One JSON value (strict), and nothing after it but white space. */
+bool sq_job_json_valid(const char *s, size_t len);
+
 /* Write the attempt's output (if the handler gave one) to its execution
  * row, on conn, which must be outside a transaction (NULL: lost, logged);
  * frees it. After the outcome's own transaction, if any: the output is kept

@@ -959,6 +959,9 @@ static int open_checked(const char *config_path, const struct sq_plugin_conf *pc
 
 /* ---- loading ------------------------------------------------------------------ */
 
+static bool start_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const skipq_plugin_info *info, char *err,
+                      size_t errlen);
+
 static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const char *config_path, char *err,
                      size_t errlen)
 {
@@ -999,7 +1002,14 @@ static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const c
     }
     const skipq_plugin_info *(*describe)(void);
     *(void **)&describe = sym;
-    const skipq_plugin_info *info = describe();
+    return start_one(ps, lp, describe(), err, errlen);
+}
+
+/* The descriptor checked, the declared keys checked, init run. */
+static bool start_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const skipq_plugin_info *info, char *err,
+                      size_t errlen)
+{
+    const char *name = lp->conf->name;
     if (!info || info->magic != SKIPQ_ABI_MAGIC) {
         snprintf(err, errlen, "plugin \"%s\" (%s) has a bad descriptor (magic 0x%08x, expected 0x%08x)", name,
                  lp->path, info ? info->magic : 0u, SKIPQ_ABI_MAGIC);
@@ -1069,7 +1079,25 @@ static void warn_loader_environment(void)
     }
 }
 
+static struct sq_plugins *load_all(const struct sq_config *cfg, const skipq_plugin_info *given, char *err,
+                                   size_t errlen);
+
 struct sq_plugins *sq_plugins_load(const struct sq_config *cfg, char *err, size_t errlen)
+{
+    return load_all(cfg, NULL, err, errlen);
+}
+
+struct sq_plugins *sq_plugins_load_described(const struct sq_plugin_conf *pc, const char *cfg_path,
+                                             const skipq_plugin_info *info, char *err, size_t errlen)
+{
+    struct sq_config cfg = {.path = (char *)cfg_path, .plugins = (struct sq_plugin_conf *)pc, .nplugins = 1};
+    return load_all(&cfg, info, err, errlen);
+}
+
+/* Every [plugin] of cfg, from its file; or the one plugin `given` is the
+ * descriptor of, already linked into the process (the test kit). */
+static struct sq_plugins *load_all(const struct sq_config *cfg, const skipq_plugin_info *given, char *err,
+                                   size_t errlen)
 {
     struct sq_plugins *ps = calloc(1, sizeof *ps);
     if (!ps || !(ps->list = calloc(cfg->nplugins ? cfg->nplugins : 1, sizeof *ps->list))) {
@@ -1077,7 +1105,7 @@ struct sq_plugins *sq_plugins_load(const struct sq_config *cfg, char *err, size_
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (cfg->nplugins)
+    if (cfg->nplugins && !given)
         warn_loader_environment();
     for (size_t i = 0; i < cfg->nplugins; i++) {
         struct sq_loaded_plugin *lp = &ps->list[i];
@@ -1087,7 +1115,11 @@ struct sq_plugins *sq_plugins_load(const struct sq_config *cfg, char *err, size_
         lp->cfg_path = cfg->path;
         lp->fd = -1;
         ps->n++;
-        if (!load_one(ps, lp, cfg->path, err, errlen))
+        if (given && !(lp->path = strdup("(linked into the program)"))) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        if (given ? !start_one(ps, lp, given, err, errlen) : !load_one(ps, lp, cfg->path, err, errlen))
             goto fail;
     }
     qsort(ps->handlers, ps->nhandlers, sizeof *ps->handlers, cmp_handler);

@@ -8,6 +8,7 @@
 #include "skipq/plugin.h"
 
 struct sq_config;
+struct sq_plugin_conf;
 struct sq_plugins;
 
 struct sq_handler {
@@ -27,6 +28,10 @@ extern const skipq_host_api sq_host_api;
  * returned and err names the plugin, its path and the reason.
  */
 struct sq_plugins *sq_plugins_load(const struct sq_config *cfg, char *err, size_t errlen);
+/* The same for one plugin already linked into the process, by its
+ * descriptor (skipq/plugin_test.h): every check but the file's. */
+struct sq_plugins *sq_plugins_load_described(const struct sq_plugin_conf *pc, const char *cfg_path,
+                                             const skipq_plugin_info *info, char *err, size_t errlen);
 /* The handler for `kind`, or NULL. Lock-free: the registry is frozen. */
 const struct sq_handler *sq_plugins_find(const struct sq_plugins *ps, const char *kind);
 /* Every registered kind, sorted. */
