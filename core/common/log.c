@@ -27,6 +27,11 @@ void sq_log_set_tap(sq_log_tap_fn *fn, void *arg)
     tap_arg = arg;
 }
 
+bool sq_log_tapped(void)
+{
+    return tap != NULL;
+}
+
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
 void sq_log_set_level(int level) { sq_log_threshold = level; }
@@ -69,8 +74,8 @@ void sq_log_vwrite(int level, const char *prefix, const char *fmt, va_list ap)
         line[n - 1] = '\0';
         bool keep_quiet = tap(tap_arg, level, msg ? msg + 2 : line);
         line[n - 1] = '\n';
-        if (keep_quiet)
-            return;
+        if (keep_quiet || level > sq_log_threshold)
+            return; /* a tap sees every level; stderr only the threshold's */
     }
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
     (void)w;

@@ -18,6 +18,10 @@ void sq_log_set_thread(const char *name);
  * stderr. NULL removes it. */
 typedef _Bool sq_log_tap_fn(void *arg, int level, const char *line);
 void sq_log_set_tap(sq_log_tap_fn *fn, void *arg);
+/* Whether the calling thread has a tap: its lines of every level are
+ * formatted then, whatever the threshold (stderr still gets only those
+ * within it). */
+_Bool sq_log_tapped(void);
 /* Format and write one line (use the log_* macros). */
 void sq_log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sq_log_vwrite(int level, const char *prefix, const char *fmt, va_list ap);

@@ -78,7 +78,7 @@ int sq_job_should_stop(const skipq_job *job)
 
 void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap)
 {
-    if (level > sq_log_threshold)
+    if (level > sq_log_threshold && !sq_log_tapped())
         return;
     char prefix[192];
     snprintf(prefix, sizeof prefix, "job %" PRId64 " (%s): ", job->id, job->kind);
