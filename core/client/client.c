@@ -37,8 +37,9 @@ static skipq_rc enqueue_error(const char *msg, char *errbuf, size_t errlen)
     const char *st = sq_db_last_sqlstate();
     /* Class 22 is "data exception": bad JSON, bad value, NUL bytes. */
     if (strncmp(st, "22", 2) == 0) {
+        const char *d = sq_db_last_detail(); /* the token and the line of the JSON where it failed */
         if (strcmp(st, "22P02") == 0 || strcmp(st, "22P05") == 0 || strstr(msg, "json"))
-            snprintf(errbuf, errlen, "invalid JSON payload: %s", msg);
+            snprintf(errbuf, errlen, "invalid JSON payload: %s%s%s%s", msg, *d ? " (" : "", d, *d ? ")" : "");
         else
             snprintf(errbuf, errlen, "%s", msg);
         return SKIPQ_EINVAL;

@@ -93,7 +93,11 @@ static bool check_schema(struct sq_host *h)
     bool ok = skipq_schema_version(conn, &version, err, sizeof err) == SKIPQ_OK;
     if (!ok)
         log_error("cannot read the skipq schema version (%s): %s", where, err);
-    else if (version != skipq_schema_version_required()) {
+    else if (version == 0) {
+        log_error("the database %s has no skipq schema: run `skipq migrate` (with this file: skipq migrate -c %s)", where,
+                  h->cfg->path);
+        ok = false;
+    } else if (version != skipq_schema_version_required()) {
         log_error("the skipq schema in %s is at version %d; this host needs %d: run `skipq migrate`", where, version,
                   skipq_schema_version_required());
         ok = false;
