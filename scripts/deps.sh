@@ -5,7 +5,8 @@
 # call before every build/test run.
 set -euo pipefail
 
-# libjson-c-dev: the dashboard's JSON (skipq web). chromium, chromium-driver
+# libjson-c-dev: the dashboard's JSON (skipq web) and the example plugins'
+# payloads. libcurl4-openssl-dev: the webhook example plugin. chromium, chromium-driver
 # and python3-selenium: the dashboard's browser suite (ctest -L browser).
 # postgresql-15-auto-failover and pg-auto-failover-cli: pg_auto_failover,
 # the HA manager that scripts/ha.sh runs for the failover suite.
@@ -14,6 +15,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libpq-dev libinih-dev libcriterion-dev
       postgresql-15 postgresql-client-15 pgbouncer procps
       libmicrohttpd-dev libsystemd-dev curl clang-14 libclang-rt-14-dev libjson-c-dev
+      libcurl4-openssl-dev
       chromium chromium-driver python3-selenium
       postgresql-15-auto-failover pg-auto-failover-cli
       dpkg-dev fakeroot lintian man-db)

@@ -132,3 +132,17 @@ GRANT SELECT ON skipq.jobs, skipq.job_executions, skipq.hosts, skipq.job_totals,
                 skipq.schema_migrations, skipq.settings
     TO skipq_reader;
 GRANT EXECUTE ON FUNCTION skipq.host_alive(timestamptz, bigint) TO skipq_reader;
+
+-- Per-kind defaults (056): every role that inserts jobs reads them (the
+-- BEFORE INSERT trigger that fills a NULL max_attempts runs with the
+-- inserter's rights); hosts write the rows of the kinds they run. Column
+-- privileges, as for kind_limits: no table-level INSERT/UPDATE, so no LOCK
+-- TABLE that would stall every enqueue.
+REVOKE INSERT, UPDATE ON skipq.kind_defaults FROM skipq_worker;
+GRANT SELECT ON skipq.kind_defaults TO skipq_worker, skipq_bulk, skipq_reader;
+GRANT INSERT (kind, max_attempts, set_by), UPDATE (max_attempts, set_by, updated_at)
+    ON skipq.kind_defaults TO skipq_worker;
+
+-- Handler output (057): the host writes an attempt's output on its
+-- execution row; readers see it with the rest of the row.
+GRANT UPDATE (output) ON skipq.job_executions TO skipq_worker;

@@ -373,7 +373,7 @@ Test(cli_run, plugin_built_for_another_abi, .timeout = 60)
     long long id = th_enqueue(db.conn, "test", "{}", NULL, 0, 0);
     char *ini = th_host_ini(&db, "abi", NULL, NULL,
                             "[plugin future]\npath = " FIXTURE("bad_abi") "\n[queue default]\nthreads = 1\n");
-    expect_run_refused(&db, ini, id, "\"future\"", "ABI 2.3", "ABI 1.0");
+    expect_run_refused(&db, ini, id, "\"future\"", "ABI 2.3", "ABI 1.1");
     free(ini);
 }
 

@@ -121,8 +121,16 @@ Test(plugin, bad_abi_is_refused_naming_both_versions, .timeout = 60)
 {
     char p[PATH_MAX];
     shown_path(FIXTURE("bad_abi"), p, sizeof p);
-    const char *needles[] = {"\"future\"", p, "2.3", "1.0", NULL};
+    const char *needles[] = {"\"future\"", p, "2.3", "1.1", NULL};
     expect_refused("abi.ini", "[plugin future]\npath = " FIXTURE("bad_abi") "\n", needles);
+}
+
+Test(plugin, a_plugin_built_for_a_newer_minor_is_refused_naming_both_versions, .timeout = 60)
+{
+    char p[PATH_MAX];
+    shown_path(FIXTURE("abi12"), p, sizeof p);
+    const char *needles[] = {"\"newer\"", p, "ABI 1.2", "this host provides ABI 1.1", NULL};
+    expect_refused("abi12.ini", "[plugin newer]\npath = " FIXTURE("abi12") "\n", needles);
 }
 
 Test(plugin, shared_object_without_descriptor_is_refused, .timeout = 60)
@@ -218,7 +226,7 @@ Test(plugin, second_plugin_is_its_own_code, .timeout = 60)
      * a bad plugin after a good one is still refused for its own fault */
     char p[PATH_MAX];
     shown_path(FIXTURE("bad_abi"), p, sizeof p);
-    const char *needles[] = {"\"future\"", p, "2.3", "1.0", NULL};
+    const char *needles[] = {"\"future\"", p, "2.3", "1.1", NULL};
     expect_refused("second.ini",
                    "[plugin noop]\npath = " PLUGIN("noop") "\n"
                    "[plugin future]\npath = " FIXTURE("bad_abi") "\n",

@@ -22,6 +22,8 @@
 
 /* Print a result as a table, or as a JSON array of objects (NULL -> null;
  * columns named in `numeric` unquoted). */
+#define JSONB_OID 3802 /* pg_type.oid of jsonb: fixed since PostgreSQL 9.4 */
+
 static void print_rows(FILE *out, const PGresult *res, bool json, const char *numeric)
 {
     int rows = PQntuples(res), cols = PQnfields(res);
@@ -33,8 +35,8 @@ static void print_rows(FILE *out, const PGresult *res, bool json, const char *nu
                 fprintf(out, "%s\"%s\":", c ? "," : "", PQfname(res, c));
                 if (PQgetisnull(res, r, c))
                     fputs("null", out);
-                else if (strstr(numeric, PQfname(res, c)))
-                    fputs(PQgetvalue(res, r, c), out);
+                else if (strstr(numeric, PQfname(res, c)) || PQftype(res, c) == JSONB_OID)
+                    fputs(PQgetvalue(res, r, c), out); /* numbers, and jsonb as JSON (payload, output) */
                 else
                     sq_json_string(out, PQgetvalue(res, r, c));
             }
@@ -48,13 +50,18 @@ static void print_rows(FILE *out, const PGresult *res, bool json, const char *nu
     int *w = calloc((size_t)cols, sizeof *w);
     if (!w)
         return;
+    bool cut = false;
     for (int c = 0; c < cols; c++) {
         w[c] = (int)sq_text_width(PQfname(res, c));
         for (int r = 0; r < rows; r++) {
             int l = (int)sq_text_width(PQgetvalue(res, r, c));
             w[c] = l > w[c] ? (l > 60 ? 60 : l) : w[c];
+            cut |= l > 60;
         }
     }
+    if (cut) /* on stderr: stdout stays the table alone */
+        fputs("skipq: values longer than 60 characters are cut in this table; --json shows them in full "
+              "(and `skipq jobs show ID` a job's errors and output)\n", stderr);
     for (int c = 0; c < cols; c++) {
         fputs(c ? "  " : "", out);
         sq_fput_text(out, PQfname(res, c), SIZE_MAX, (size_t)w[c]);
@@ -122,7 +129,7 @@ int sq_admin_show_fetch(PGconn *conn, int64_t id, PGresult **job_out, PGresult *
     const char *params[1] = {a};
     char sql[1024];
     snprintf(sql, sizeof sql,
-             "SELECT %s, %s, payload::pg_catalog.text AS payload FROM skipq.jobs"
+             "SELECT %s, %s, payload FROM skipq.jobs"
              " WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8",
              JOB_COLUMNS, SCHED_COLUMNS);
     PGresult *job = sq_db_query(conn, sql, 1, params, err, errlen);
@@ -136,7 +143,7 @@ int sq_admin_show_fetch(PGconn *conn, int64_t id, PGresult **job_out, PGresult *
     PGresult *ex = sq_db_query(conn,
                                "SELECT id AS execution, attempt, worker, status, started_at, finished_at,"
                                " pg_catalog.round(extract(epoch FROM finished_at OPERATOR(pg_catalog.-) started_at)"
-                               "                  OPERATOR(pg_catalog.*) 1000) AS ms, error"
+                               "                  OPERATOR(pg_catalog.*) 1000) AS ms, error, output"
                                " FROM skipq.job_executions WHERE job_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8"
                                " ORDER BY id",
                                1, params, err, errlen);
@@ -147,6 +154,23 @@ int sq_admin_show_fetch(PGconn *conn, int64_t id, PGresult **job_out, PGresult *
     *job_out = job;
     *ex_out = ex;
     return 1;
+}
+
+/* The table cuts long values: each execution's error and output in full
+ * after it (made visible like the table's text). */
+static void print_in_full(FILE *out, const PGresult *ex)
+{
+    int e = PQfnumber(ex, "error"), o = PQfnumber(ex, "output"), id = PQfnumber(ex, "execution");
+    for (int r = 0; r < PQntuples(ex); r++) {
+        for (int c = 0; c < 2; c++) {
+            int col = c ? o : e;
+            if (col < 0 || PQgetisnull(ex, r, col))
+                continue;
+            fprintf(out, "\nexecution %s %s:\n  ", PQgetvalue(ex, r, id), c ? "output" : "error");
+            sq_fput_text(out, PQgetvalue(ex, r, col), SIZE_MAX, 0);
+            fputc('\n', out);
+        }
+    }
 }
 
 int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, size_t errlen)
@@ -169,6 +193,7 @@ int sq_admin_show(PGconn *conn, FILE *out, int64_t id, bool json, char *err, siz
         }
         fputs("\nexecutions:\n", out);
         print_rows(out, ex, false, "");
+        print_in_full(out, ex);
     }
     PQclear(job);
     PQclear(ex);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/admin.h"
+#include "cli/exec.h"
 #include "cli/ndjson.h"
 #include "client/migrate.h"
 #include "common/config.h"
@@ -56,6 +57,7 @@ static const char USAGE[] =
     "  pause     stop new claims of a queue or a kind\n"
     "  resume    let hosts claim a paused queue or kind again\n"
     "  web       serve the dashboard (queues, jobs, dead jobs, hosts) over HTTP\n"
+    "  exec      run one handler of a plugin once, in this process (test and debug plugins)\n"
     "  version   print the version\n"
     "\n"
     "common options:\n"
@@ -1307,7 +1309,7 @@ int main(int argc, char **argv)
     } cmds[] = {{"migrate", cmd_migrate}, {"enqueue", cmd_enqueue}, {"run", cmd_run},  {"stats", cmd_stats},
                 {"jobs", cmd_jobs},       {"retry", cmd_retry},     {"cancel", cmd_cancel}, {"top", cmd_top},
                 {"cron", cmd_cron},       {"limits", cmd_limits},   {"config", cmd_config}, {"pause", cmd_pause},
-                {"resume", cmd_pause},    {"web", sq_web_main}};
+                {"resume", cmd_pause},    {"web", sq_web_main},     {"exec", sq_cli_exec}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
             return cmds[i].fn(argc - 1, argv + 1);

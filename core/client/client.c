@@ -37,8 +37,9 @@ static skipq_rc enqueue_error(const char *msg, char *errbuf, size_t errlen)
     const char *st = sq_db_last_sqlstate();
     /* Class 22 is "data exception": bad JSON, bad value, NUL bytes. */
     if (strncmp(st, "22", 2) == 0) {
+        const char *d = sq_db_last_detail(); /* the token and the line of the JSON where it failed */
         if (strcmp(st, "22P02") == 0 || strcmp(st, "22P05") == 0 || strstr(msg, "json"))
-            snprintf(errbuf, errlen, "invalid JSON payload: %s", msg);
+            snprintf(errbuf, errlen, "invalid JSON payload: %s%s%s%s", msg, *d ? " (" : "", d, *d ? ")" : "");
         else
             snprintf(errbuf, errlen, "%s", msg);
         return SKIPQ_EINVAL;
@@ -105,16 +106,17 @@ skipq_rc skipq_enqueue(PGconn *conn, const char *kind, const char *payload, cons
     char prio[16], delay[32], attempts[16], window[32];
     snprintf(prio, sizeof prio, "%d", opts->priority);
     snprintf(delay, sizeof delay, "%" PRId64, opts->delay_ms);
-    snprintf(attempts, sizeof attempts, "%d", opts->max_attempts ? opts->max_attempts : 5);
+    snprintf(attempts, sizeof attempts, "%d", opts->max_attempts);
     snprintf(window, sizeof window, "%" PRId64, opts->unique_for_ms);
     char *parents = NULL;
     if (opts->depends_on_count && !(parents = sq_int8_array(opts->depends_on, opts->depends_on_count))) {
         snprintf(errbuf, errlen, "out of memory");
         return SKIPQ_ENOMEM;
     }
+    /* max_attempts 0 is sent as NULL: the kind's default (skipq.kind_defaults), else 5. */
     const char *params[10] = {kind, payload ? payload : "{}", opts->queue ? opts->queue : "default", prio, delay,
-                              attempts, opts->unique_key, opts->unique_for_ms ? window : NULL, opts->ordering_key,
-                              parents};
+                              opts->max_attempts ? attempts : NULL, opts->unique_key,
+                              opts->unique_for_ms ? window : NULL, opts->ordering_key, parents};
     char msg[SKIPQ_ERRBUF_SIZE];
     PGresult *res = sq_db_query(conn,
                                 "SELECT id, existing FROM skipq.enqueue_ex($1, $2::pg_catalog.jsonb, $3,"

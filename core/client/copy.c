@@ -234,7 +234,11 @@ skipq_rc skipq_copy_add(skipq_copy *c, const char *kind, const char *payload, co
     put_escaped(c, payload);
     c->len += (size_t)snprintf(c->buf + c->len, 16, "\t%d\t", o->priority);
     put_timestamp(c, c->now_us + o->delay_ms * 1000);
-    c->len += (size_t)snprintf(c->buf + c->len, 16, "\t%d\n", o->max_attempts ? o->max_attempts : 5);
+    /* \N: the kind's default, filled in by the schema's trigger (056). */
+    if (o->max_attempts)
+        c->len += (size_t)snprintf(c->buf + c->len, 16, "\t%d\n", o->max_attempts);
+    else
+        c->len += (size_t)snprintf(c->buf + c->len, 16, "\t\\N\n");
     c->rows++;
     if (c->len >= COPY_FLUSH_BYTES && !flush(c)) {
         snprintf(errbuf, errlen, "%s", c->why);

@@ -67,11 +67,20 @@ skipq_rc skipq_schema_version(PGconn *conn, int *version_out, char *errbuf, size
         errbuf = dummy;
         errlen = sizeof dummy;
     }
-    PGresult *res = sq_db_query(conn,
-                                "SELECT CASE WHEN pg_catalog.to_regclass('skipq.schema_migrations') IS NULL THEN 0"
-                                " ELSE (SELECT coalesce(pg_catalog.max(version), 0) FROM skipq.schema_migrations)"
-                                " END",
-                                0, NULL, errbuf, errlen);
+    /* Two statements: a table named in a statement is looked up when it is
+     * parsed, so one statement with a CASE around it would still fail with
+     * "relation does not exist" on a database never migrated. */
+    PGresult *res = sq_db_query(conn, "SELECT pg_catalog.to_regclass('skipq.schema_migrations') IS NOT NULL", 0, NULL,
+                                errbuf, errlen);
+    if (!res)
+        return SKIPQ_EDB;
+    bool exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    *version_out = 0;
+    if (!exists)
+        return SKIPQ_OK; /* never migrated */
+    res = sq_db_query(conn, "SELECT coalesce(pg_catalog.max(version), 0) FROM skipq.schema_migrations", 0, NULL,
+                      errbuf, errlen);
     if (!res)
         return SKIPQ_EDB;
     *version_out = atoi(PQgetvalue(res, 0, 0));

@@ -37,6 +37,7 @@ struct parse_ctx {
     char err[512];
     int err_line; /* line of the first error, if the pre-scan found it */
     int cur_line; /* line of the current section's header */
+    const char *text; /* the normalised file inih parses, for the lines of keys */
     /* section headers seen by the pre-scan, for duplicates and line numbers */
     char **sections;
     int *section_lines;
@@ -182,6 +183,34 @@ static void *section_struct(struct parse_ctx *c, enum sq_opt_section s, size_t s
     return obj;
 }
 
+/* The line of `key` in the current section (inih does not say): the first
+ * line after the section's header, before the next header, that sets it;
+ * the header's line if none is found. Keys are unique in a section. */
+static int key_line(const struct parse_ctx *c, const char *key)
+{
+    const char *p = c->text;
+    size_t klen = strlen(key);
+    for (int line = 1; p && *p; line++) {
+        const char *eol = strchr(p, '\n');
+        if (line > c->cur_line) {
+            const char *k = p;
+            while (*k == ' ' || *k == '\t')
+                k++;
+            if (*k == '[')
+                break;
+            if (strncmp(k, key, klen) == 0) {
+                const char *after = k + klen;
+                while (*after == ' ' || *after == '\t')
+                    after++;
+                if (*after == '=' || *after == ':')
+                    return line;
+            }
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return c->cur_line;
+}
+
 /* One key of a section: its pass-through list (a plugin's), then its row. */
 static bool set_key(struct parse_ctx *c, enum sq_opt_section s, void *obj, const char *sect, const char *key,
                     const char *value)
@@ -193,6 +222,10 @@ static bool set_key(struct parse_ctx *c, enum sq_opt_section s, void *obj, const
     if ((pass && !sq_option_set(pass, obj, sect, key, value, why, sizeof why)) ||
         (o && !sq_option_set(o, obj, sect, key, value, why, sizeof why)))
         return fail(c, "%s", why);
+    if (s == SQ_SECT_PLUGIN) { /* a plugin's declared keys are checked later, with their lines */
+        struct sq_plugin_conf *pc = obj;
+        pc->kv[pc->nkv - 1].line = key_line(c, key);
+    }
     return true;
 }
 
@@ -555,7 +588,7 @@ static bool validate(struct sq_config *cfg, int host_line, char *err, size_t err
         struct sq_cron_conf *k = &cfg->crons[i];
         if (!k->max_attempts) {
             const struct sq_kind_conf *kc = sq_config_kind(cfg, k->kind);
-            k->max_attempts = kc && kc->max_attempts ? kc->max_attempts : 5;
+            k->max_attempts = kc ? kc->max_attempts : 0; /* 0: the kind's registered default, else 5 */
         }
     }
     return true;
@@ -628,6 +661,7 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: out of memory", path);
         goto fail;
     }
+    c.text = norm;
     int rc = ini_parse_string(norm, on_entry, &c);
     if (rc != 0) {
         if (rc > 0)

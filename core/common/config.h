@@ -17,6 +17,7 @@
 struct sq_kv {
     char *key;
     char *value;
+    int line; /* where the key is set ([plugin] sections: for FILE:LINE messages) */
 };
 
 struct sq_plugin_conf {

@@ -37,6 +37,7 @@
  * that only kept the message can still tell a dead session from a bad
  * statement. */
 static _Thread_local char last_sqlstate[6];
+static _Thread_local char last_detail[512]; /* DETAIL, then CONTEXT, of the last error; "" if none */
 
 
 static bool add(struct sq_dbparams *p, const char *k, const char *v)
@@ -294,9 +295,18 @@ bool sq_db_conn_lost(PGconn *conn, const PGresult *res)
            strcmp(st, "53300") == 0;
 }
 
+const char *sq_db_last_detail(void)
+{
+    return last_detail;
+}
+
 void sq_db_error(PGconn *conn, const PGresult *res, char *err, size_t errlen)
 {
     snprintf(last_sqlstate, sizeof last_sqlstate, "%s", sq_db_sqlstate(res));
+    const char *d = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
+    const char *c = res ? PQresultErrorField(res, PG_DIAG_CONTEXT) : NULL;
+    int cl = c ? (int)strcspn(c, "\n") : 0; /* its first line: the rest names portals and parameters */
+    snprintf(last_detail, sizeof last_detail, "%s%s%.*s", d ? d : "", d && c ? " " : "", cl, c ? c : "");
     const char *m = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     if (!m || !*m)
         m = PQerrorMessage(conn);

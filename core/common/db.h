@@ -58,6 +58,9 @@ void sq_db_describe(PGconn *conn, char *buf, size_t len);
 bool sq_db_conn_lost(PGconn *conn, const PGresult *res);
 
 /* The SQLSTATE of the last error sq_db_error() recorded on this thread. */
+/* The DETAIL and CONTEXT of the last error this thread recorded ("" if
+ * none): where in a bad JSON text the parser stopped, for instance. */
+const char *sq_db_last_detail(void);
 const char *sq_db_last_sqlstate(void);
 
 /* The SQLSTATE of a result, or "" */

@@ -3,10 +3,13 @@
  * per line so lines from different threads never interleave, with UTC time,
  * level and the thread's name. Nothing here ever sees a conninfo string;
  * callers log connection targets through db_describe(), which omits
- * passwords.
+ * passwords. A thread may tap its own lines (sq_log_set_tap): `skipq exec`
+ * and the plugin test kit keep a handler's log lines that way, without the
+ * time and thread.
  */
 #include "common/log.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +17,20 @@
 
 _Atomic int sq_log_threshold = SQ_LOG_INFO;
 static _Thread_local char thread_name[16] = "main";
+
+static _Thread_local sq_log_tap_fn *tap;
+static _Thread_local void *tap_arg;
+
+void sq_log_set_tap(sq_log_tap_fn *fn, void *arg)
+{
+    tap = fn;
+    tap_arg = arg;
+}
+
+bool sq_log_tapped(void)
+{
+    return tap != NULL;
+}
 
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
@@ -52,6 +69,14 @@ void sq_log_vwrite(int level, const char *prefix, const char *fmt, va_list ap)
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
         n--;
     line[n++] = '\n';
+    if (tap) {
+        const char *msg = strchr(line, ']'); /* past the time, level and thread */
+        line[n - 1] = '\0';
+        bool keep_quiet = tap(tap_arg, level, msg ? msg + 2 : line);
+        line[n - 1] = '\n';
+        if (keep_quiet || level > sq_log_threshold)
+            return; /* a tap sees every level; stderr only the threshold's */
+    }
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
     (void)w;
 }

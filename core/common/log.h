@@ -13,6 +13,15 @@ void sq_log_set_level(int level);
 const char *sq_log_level_name(int level);
 /* Name shown for the calling thread ("main", "w3", "hb"); copied. */
 void sq_log_set_thread(const char *name);
+/* A tap on the calling thread's lines: called with each line's level and
+ * text (without time, level and thread); returning true keeps the line off
+ * stderr. NULL removes it. */
+typedef _Bool sq_log_tap_fn(void *arg, int level, const char *line);
+void sq_log_set_tap(sq_log_tap_fn *fn, void *arg);
+/* Whether the calling thread has a tap: its lines of every level are
+ * formatted then, whatever the threshold (stderr still gets only those
+ * within it). */
+_Bool sq_log_tapped(void);
 /* Format and write one line (use the log_* macros). */
 void sq_log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sq_log_vwrite(int level, const char *prefix, const char *fmt, va_list ap);

@@ -320,8 +320,9 @@ const struct sq_option sq_options[] = {
     /* [kind NAME] */
     {SQ_SECT_KIND, "max_attempts", SQ_OPT_INT, KIND(max_attempts), .min = 1, .max = 100000, .flags = SQ_OPT_LIVE,
      .shown = "the schema's (5)",
-     .help = "attempts before a job is dead, for jobs enqueued with `skipq enqueue -c FILE` without "
-             "`--max-attempts` (jobs carry their own limit)"},
+     .help = "attempts before a job is dead, for every job of the kind enqueued without its own "
+             "(`skipq.enqueue()`, `enqueue_many`, COPY, cron, the CLI): the host registers it in "
+             "`skipq.kind_defaults` at start and on SIGHUP; the last host to write it sets it"},
     {SQ_SECT_KIND, "backoff_base", SQ_OPT_DURATION, KIND(backoff_base_ms), .def = SQ_DEFAULT_BACKOFF_BASE_MS,
      .flags = SQ_OPT_LIVE,
      .help = "retry n waits between d/2 and d, where d is the smaller of `backoff_cap` and `backoff_base` · "
@@ -360,7 +361,7 @@ const struct sq_option sq_options[] = {
     {SQ_SECT_CRON, "priority", SQ_OPT_INT, CRON(priority), .min = -1000000, .max = 1000000,
      .help = "their priority"},
     {SQ_SECT_CRON, "max_attempts", SQ_OPT_INT, CRON(max_attempts), .min = 1, .max = 100000,
-     .shown = "the kind's `max_attempts`, else 5", .help = "their attempt budget"},
+     .shown = "the kind's default (see [kind] `max_attempts`)", .help = "their attempt budget"},
     {SQ_SECT_CRON, "catch_up", SQ_OPT_ENUM, CRON(catch_up), .def = SQ_CATCH_UP_LATEST, .choices = catch_up_choices,
      .help = "ticks missed while no host ran the schedule: `latest` enqueues the most recent, `all` each of them "
              "(oldest first, up to 1000 per round), `none` none (a tick counts as missed when no host saw it within "

@@ -15,9 +15,14 @@
  * Signals are blocked in every thread and taken synchronously here with
  * sigtimedwait, so no code runs in a signal handler. The first SIGTERM or
  * SIGINT stops claims and gives running handlers shutdown_grace to finish;
- * jobs still running after it are released at once (back to pending, their
- * attempt recorded as interrupted) and the process exits 0. A second signal
- * exits at once with status 1: leases then bring the jobs back.
+ * then should-stop turns true for the handlers still running, and they have
+ * SKIPQ_STOP_WINDOW_MS more to return (plugin.h, "THE STOP CONTRACT"): what
+ * one returns in that window is recorded as it returned. Jobs still running
+ * after it are released at once (back to pending, their attempt recorded as
+ * interrupted) and the process exits 0 without calling the plugins'
+ * shutdown() or unloading them, since their code still runs; shutdown()
+ * runs only on the way out when every handler has returned. A second
+ * signal exits at once with status 1: leases then bring the jobs back.
  */
 #include "host/host.h"
 
@@ -88,7 +93,11 @@ static bool check_schema(struct sq_host *h)
     bool ok = skipq_schema_version(conn, &version, err, sizeof err) == SKIPQ_OK;
     if (!ok)
         log_error("cannot read the skipq schema version (%s): %s", where, err);
-    else if (version != skipq_schema_version_required()) {
+    else if (version == 0) {
+        log_error("the database %s has no skipq schema: run `skipq migrate` (with this file: skipq migrate -c %s)", where,
+                  h->cfg->path);
+        ok = false;
+    } else if (version != skipq_schema_version_required()) {
         log_error("the skipq schema in %s is at version %d; this host needs %d: run `skipq migrate`", where, version,
                   skipq_schema_version_required());
         ok = false;
@@ -333,6 +342,7 @@ static void feed_watchdog(struct sq_host *h, struct watchdog *wd)
 static int signal_loop(struct sq_host *h, const sigset_t *set)
 {
     int64_t deadline = 0;
+    bool told = false;
     struct watchdog wd = {.interval_ms = sq_notify_watchdog_ms()};
     if (wd.interval_ms)
         log_info("watchdog: systemd expects a sign of life every %" PRId64 "ms", wd.interval_ms);
@@ -358,22 +368,35 @@ static int signal_loop(struct sq_host *h, const sigset_t *set)
                 sq_procs_kill(h, false);
                 _exit(1);
             }
-            log_info("%s received: no new claims; waiting up to %" PRId64 "ms for %d running handler(s)",
-                     sig == SIGTERM ? "SIGTERM" : "SIGINT", h->cfg->grace_ms, atomic_load(&h->running));
+            deadline = sq_now_ms() + h->cfg->grace_ms;
+            int busy = sq_slots_stopping(h, deadline);
+            if (busy)
+                log_info("%s received: no new claims; waiting up to %" PRId64 "ms for %d running handler(s)",
+                         sig == SIGTERM ? "SIGTERM" : "SIGINT", h->cfg->grace_ms, busy);
+            else
+                log_info("%s received: no new claims; no handler is running", sig == SIGTERM ? "SIGTERM" : "SIGINT");
             sq_notify("STOPPING=1");
             sq_notify_status("stopping: waiting up to %" PRId64 "ms for running handlers", h->cfg->grace_ms);
             sq_host_stop(h);
-            deadline = sq_now_ms() + h->cfg->grace_ms;
         }
         if (atomic_load(&h->running) == 0) {
             if (!atomic_load(&h->stopping))
                 log_error("every worker thread has stopped");
             return atomic_load(&h->stopping) ? 0 : 1;
         }
+        if (atomic_load(&h->stopping) && sq_now_ms() >= deadline && !told) {
+            told = true; /* the stop contract: should-stop now, and a window to return in */
+            int busy = sq_slots_tell_stop(h);
+            if (busy) {
+                log_info("shutdown grace over: %d handler(s) told to stop; waiting up to %dms for them to return",
+                         busy, SKIPQ_STOP_WINDOW_MS);
+                deadline = sq_now_ms() + SKIPQ_STOP_WINDOW_MS;
+            }
+        }
         if (atomic_load(&h->stopping) && sq_now_ms() >= deadline) {
             sq_procs_kill(h, true); /* what they held is released with the rest */
             sq_host_release_running(h);
-            log_info("stopped");
+            log_info("stopped without calling the plugins' shutdown(): handlers were still running");
             _exit(0); /* handlers still run plugin code: do not unload it under them */
         }
     }

@@ -8,13 +8,23 @@
  * job's context (struct sq_job_ctx) lives on the worker's stack for the
  * handler's call and holds skipq_job first, so a handler's pointer leads
  * back to it.
+ *
+ * ABI 1.1 adds the deadline (the kind's timeout or the end of the shutdown
+ * grace, from the job's slot) and the output: JSON checked with json-c
+ * when the handler hands it over, kept here, and written to the execution
+ * row after the outcome (sq_job_output_save), so a failed attempt keeps
+ * its output too.
  */
 #include "host/jobapi.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <json-c/json.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "common/db.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "host/state.h"
@@ -68,9 +78,77 @@ int sq_job_should_stop(const skipq_job *job)
 
 void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap)
 {
-    if (level > sq_log_threshold)
+    if (level > sq_log_threshold && !sq_log_tapped())
         return;
     char prefix[192];
     snprintf(prefix, sizeof prefix, "job %" PRId64 " (%s): ", job->id, job->kind);
     sq_log_vwrite(level, prefix, fmt, ap);
+}
+
+int64_t sq_job_deadline_ms(const skipq_job *job)
+{
+    const struct sq_slot *sl = ctx_of(job)->slot;
+    int64_t at = sl->timeout_at, stop = atomic_load(&sl->stop_at);
+    if (stop && (!at || stop < at))
+        at = stop;
+    if (!at)
+        return -1;
+    int64_t left = at - sq_now_ms();
+    return left > 0 ? left : 0;
+}
+
+/* One JSON value and nothing after it (json-c alone accepts trailing text). */
+bool sq_job_json_valid(const char *s, size_t len)
+{
+    struct json_tokener *t = json_tokener_new();
+    if (!t)
+        return false;
+    json_tokener_set_flags(t, JSON_TOKENER_STRICT);
+    struct json_object *o = json_tokener_parse_ex(t, s, (int)len);
+    bool ok = o && json_tokener_get_error(t) == json_tokener_success;
+    size_t used = ok ? json_tokener_get_parse_end(t) : 0;
+    for (; ok && used < len; used++)
+        ok = s[used] == ' ' || s[used] == '\t' || s[used] == '\n' || s[used] == '\r';
+    json_object_put(o);
+    json_tokener_free(t);
+    return ok;
+}
+
+int sq_job_output(skipq_job *job, const char *json, size_t len)
+{
+    struct sq_job_ctx *c = ctx_of(job);
+    if (!json)
+        return SKIPQ_PLUGIN_EINVAL;
+    if (len > SKIPQ_OUTPUT_SIZE)
+        return SKIPQ_PLUGIN_ETOOBIG;
+    if (memchr(json, '\0', len) || !sq_job_json_valid(json, len))
+        return SKIPQ_PLUGIN_EINVAL;
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return SKIPQ_PLUGIN_ENOMEM;
+    memcpy(copy, json, len);
+    copy[len] = '\0';
+    free(c->output);
+    c->output = copy;
+    return SKIPQ_PLUGIN_OK;
+}
+
+static const char OUTPUT_SQL[] =
+    "UPDATE skipq.job_executions SET output = $2::pg_catalog.jsonb WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8";
+
+void sq_job_output_save(struct sq_job_ctx *c, PGconn *conn)
+{
+    if (!c->output)
+        return;
+    char id[24], err[512] = "the connection was lost";
+    snprintf(id, sizeof id, "%" PRId64, c->pub.execution_id);
+    const char *params[2] = {id, c->output};
+    PGresult *res = conn && PQtransactionStatus(conn) == PQTRANS_IDLE
+                        ? sq_db_query(conn, OUTPUT_SQL, 2, params, err, sizeof err)
+                        : NULL;
+    if (!res)
+        log_warn("job %" PRId64 ": could not record the handler's output: %s", c->pub.id, err);
+    PQclear(res);
+    free(c->output);
+    c->output = NULL;
 }

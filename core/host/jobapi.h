@@ -20,6 +20,7 @@ struct sq_job_ctx {
     int64_t retry_ms; /* -1: the kind's backoff */
     bool in_txn;      /* the handler asked for the connection */
     bool conn_broken; /* BEGIN failed: reconnect after the handler */
+    char *output;     /* skipq_job_output(): valid JSON, malloc'd; NULL: none */
 };
 
 /* Behind sq_host_api's job_* entries (plugin.c). */
@@ -28,5 +29,16 @@ void sq_job_retry_in(skipq_job *job, int64_t delay_ms);
 struct pg_conn *sq_job_conn(skipq_job *job);
 int sq_job_should_stop(const skipq_job *job);
 void sq_job_vlog(skipq_job *job, int level, const char *fmt, va_list ap);
+int64_t sq_job_deadline_ms(const skipq_job *job);
+int sq_job_output(skipq_job *job, const char *json, size_t len);
+
+/* One JSON value (strict), and nothing after it but white space. */
+bool sq_job_json_valid(const char *s, size_t len);
+
+/* Write the attempt's output (if the handler gave one) to its execution
+ * row, on conn, which must be outside a transaction (NULL: lost, logged);
+ * frees it. After the outcome's own transaction, if any: the output is kept
+ * whatever the outcome. */
+void sq_job_output_save(struct sq_job_ctx *c, PGconn *conn);
 
 #endif

@@ -10,6 +10,10 @@
  * - Handlers are registered only during init(); the registry is sorted and
  *   frozen before any worker starts, so lookups need no lock.
  * - Unload order mirrors load order: shutdown() in reverse, dlclose last.
+ * - ABI 1.1: a plugin that declares its keys has its section checked before
+ *   init (plugin_keys.c), and may report its own config errors, which the
+ *   host prints as FILE:LINE like its own. A 1.0 descriptor is shorter (it
+ *   ends before config_keys): its size is checked against its version.
  * - dlopen runs the library's constructors before any check of ours, so the
  *   ABI check cannot stop hostile code: file permissions are the control.
  *   A plugin is refused if it, or any directory on the way to it, is
@@ -35,6 +39,7 @@
 #include <limits.h>
 #include <link.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +51,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "host/jobapi.h"
+#include "host/plugin_keys.h"
 
 struct sq_loaded_plugin {
     skipq_plugin pub; /* must stay first: plugins hold a pointer to it */
@@ -56,6 +62,9 @@ struct sq_loaded_plugin {
                  reused /proc/self/fd/N would return the previous plugin */
     void *dl;
     const skipq_plugin_info *info;
+    const skipq_config_key *keys; /* declared (ABI 1.1), or NULL */
+    const char *cfg_path;         /* the INI file, for FILE:LINE */
+    char cfg_err[1024];           /* the first skipq_config_error() of init */
     void *state;
     bool initialised;
 };
@@ -121,13 +130,51 @@ static int api_register(skipq_plugin *p, const char *kind, skipq_handler_fn fn, 
     return SKIPQ_PLUGIN_OK;
 }
 
-static const char *api_config_get(skipq_plugin *p, const char *key)
+static const struct sq_kv *config_kv(const struct sq_plugin_conf *pc, const char *key)
 {
-    const struct sq_plugin_conf *pc = from_pub(p)->conf;
     for (size_t i = 0; key && i < pc->nkv; i++)
         if (strcmp(pc->kv[i].key, key) == 0)
-            return pc->kv[i].value;
+            return &pc->kv[i];
     return NULL;
+}
+
+/* The section's value, else (1.1) the declared default. */
+static const char *api_config_get(skipq_plugin *p, const char *key)
+{
+    struct sq_loaded_plugin *lp = from_pub(p);
+    const struct sq_kv *kv = config_kv(lp->conf, key);
+    const skipq_config_key *k = key ? sq_plugin_key_find(lp->keys, key) : NULL;
+    return kv ? kv->value : k ? k->def : NULL;
+}
+
+static int api_config_value(skipq_plugin *p, const char *key, skipq_config_type type, int64_t *out)
+{
+    struct sq_loaded_plugin *lp = from_pub(p);
+    const char *v = api_config_get(p, key);
+    if (!key || !out || type == SKIPQ_CONFIG_STRING)
+        return SKIPQ_PLUGIN_EINVAL;
+    if (!v)
+        return SKIPQ_PLUGIN_ENOENT;
+    const skipq_config_key *k = sq_plugin_key_find(lp->keys, key);
+    char why[160];
+    int64_t x;
+    if (!sq_plugin_value(k && k->type == type ? k : NULL, type, v, &x, why, sizeof why))
+        return SKIPQ_PLUGIN_EINVAL;
+    *out = x;
+    return SKIPQ_PLUGIN_OK;
+}
+
+/* "FILE:LINE: [plugin NAME] KEY: message", the key's line else the section's. */
+static void api_config_verror(skipq_plugin *p, const char *key, const char *fmt, va_list ap)
+{
+    struct sq_loaded_plugin *lp = from_pub(p);
+    if (lp->cfg_err[0])
+        return; /* the first one is the one to fix first */
+    char msg[768];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    const struct sq_kv *kv = config_kv(lp->conf, key);
+    snprintf(lp->cfg_err, sizeof lp->cfg_err, "%s:%d: [plugin %s] %s%s%s", lp->cfg_path,
+             kv ? kv->line : lp->conf->line, lp->conf->name, key ? key : "", key ? ": " : "", msg);
 }
 
 static void api_set_state(skipq_plugin *p, void *state) { from_pub(p)->state = state; }
@@ -157,6 +204,10 @@ const skipq_host_api sq_host_api = {
     .job_conn = sq_job_conn,
     .job_should_stop = sq_job_should_stop,
     .job_vlog = sq_job_vlog,
+    .config_value = api_config_value,
+    .config_verror = api_config_verror,
+    .job_deadline_ms = sq_job_deadline_ms,
+    .job_output = sq_job_output,
 };
 
 /* ---- where a plugin comes from: paths ------------------------------------------------ */
@@ -908,6 +959,9 @@ static int open_checked(const char *config_path, const struct sq_plugin_conf *pc
 
 /* ---- loading ------------------------------------------------------------------ */
 
+static bool start_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const skipq_plugin_info *info, char *err,
+                      size_t errlen);
+
 static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const char *config_path, char *err,
                      size_t errlen)
 {
@@ -923,10 +977,19 @@ static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const c
     lp->fd = fd;
     if (!lp->dl) {
         const char *e = dlerror();
-        snprintf(err, errlen, "cannot load plugin \"%s\" from %s: %s%s", name, lp->path, e ? e : "unknown error",
+        size_t fl = strlen(fdpath);
+        if (e && strncmp(e, fdpath, fl) == 0 && e[fl] == ':')
+            e += fl + 2; /* the loader names the descriptor: the path is named already */
+        snprintf(err, errlen, "cannot load plugin \"%s\" from %s: %s%s%s", name, lp->path, e ? e : "unknown error",
                  origin ? " (its RUNPATH or RPATH uses $ORIGIN, which the loader expands to /proc/self/fd, since "
                           "skipq loads plugins through their open descriptor: use absolute directories)"
-                        : "");
+                        : "",
+                 e && strstr(e, "undefined symbol") ? " (the plugin uses a symbol no library it links provides: link "
+                                                      "it with the library that defines it, e.g. -lcurl, and check "
+                                                      "with `ldd -r` on the .so)"
+                 : e && strstr(e, "cannot open shared object") ? " (a library the plugin needs is not installed or "
+                                                                 "not on the loader's path: see `ldd` on the .so)"
+                                                               : "");
         return false;
     }
     dlerror();
@@ -939,7 +1002,14 @@ static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const c
     }
     const skipq_plugin_info *(*describe)(void);
     *(void **)&describe = sym;
-    const skipq_plugin_info *info = describe();
+    return start_one(ps, lp, describe(), err, errlen);
+}
+
+/* The descriptor checked, the declared keys checked, init run. */
+static bool start_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const skipq_plugin_info *info, char *err,
+                      size_t errlen)
+{
+    const char *name = lp->conf->name;
     if (!info || info->magic != SKIPQ_ABI_MAGIC) {
         snprintf(err, errlen, "plugin \"%s\" (%s) has a bad descriptor (magic 0x%08x, expected 0x%08x)", name,
                  lp->path, info ? info->magic : 0u, SKIPQ_ABI_MAGIC);
@@ -952,14 +1022,24 @@ static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const c
                  name, lp->path, info->abi_major, info->abi_minor, SKIPQ_ABI_MAJOR, SKIPQ_ABI_MINOR);
         return false;
     }
-    if (info->struct_size < sizeof(skipq_plugin_info) || !info->init) {
-        snprintf(err, errlen, "plugin \"%s\" (%s) has an incomplete descriptor (no init function)", name, lp->path);
+    /* A 1.0 descriptor ends before config_keys; a 1.1 one has it. */
+    size_t need = info->abi_minor >= 1 ? sizeof(skipq_plugin_info) : offsetof(skipq_plugin_info, config_keys);
+    if (info->struct_size < need || !info->init) {
+        snprintf(err, errlen, "plugin \"%s\" (%s) has an incomplete descriptor (%s)", name, lp->path,
+                 info->init ? "shorter than its ABI version's" : "no init function");
         return false;
     }
     lp->info = info;
+    lp->keys = info->abi_minor >= 1 ? info->config_keys : NULL;
+    if (!sq_plugin_keys_check(name, lp->keys, lp->conf, lp->cfg_path, err, errlen))
+        return false;
     ps->reg_err[0] = '\0';
     int rc = info->init(&lp->pub);
     lp->initialised = rc == 0; /* a failed init cleans up after itself */
+    if (lp->cfg_err[0]) { /* the plugin's own word on its section */
+        snprintf(err, errlen, "%s", lp->cfg_err);
+        return false;
+    }
     if (rc != 0) {
         snprintf(err, errlen, "plugin \"%s\" (%s) failed to initialise (init returned %d)%s%s", name, lp->path, rc,
                  ps->reg_err[0] ? ": " : "", ps->reg_err);
@@ -969,8 +1049,9 @@ static bool load_one(struct sq_plugins *ps, struct sq_loaded_plugin *lp, const c
         snprintf(err, errlen, "%s", ps->reg_err);
         return false;
     }
-    log_info("loaded plugin \"%s\" %s from %s (ABI %u.%u)", name, info->version ? info->version : "", lp->path,
-             info->abi_major, info->abi_minor);
+    log_info("loaded plugin \"%s\" (%s %s) from %s (ABI %u.%u, %s)", name, info->name ? info->name : "?",
+             info->version ? info->version : "", lp->path, info->abi_major, info->abi_minor,
+             lp->keys ? "declared keys checked" : "keys passed through unchecked");
     return true;
 }
 
@@ -998,7 +1079,25 @@ static void warn_loader_environment(void)
     }
 }
 
+static struct sq_plugins *load_all(const struct sq_config *cfg, const skipq_plugin_info *given, char *err,
+                                   size_t errlen);
+
 struct sq_plugins *sq_plugins_load(const struct sq_config *cfg, char *err, size_t errlen)
+{
+    return load_all(cfg, NULL, err, errlen);
+}
+
+struct sq_plugins *sq_plugins_load_described(const struct sq_plugin_conf *pc, const char *cfg_path,
+                                             const skipq_plugin_info *info, char *err, size_t errlen)
+{
+    struct sq_config cfg = {.path = (char *)cfg_path, .plugins = (struct sq_plugin_conf *)pc, .nplugins = 1};
+    return load_all(&cfg, info, err, errlen);
+}
+
+/* Every [plugin] of cfg, from its file; or the one plugin `given` is the
+ * descriptor of, already linked into the process (the test kit). */
+static struct sq_plugins *load_all(const struct sq_config *cfg, const skipq_plugin_info *given, char *err,
+                                   size_t errlen)
 {
     struct sq_plugins *ps = calloc(1, sizeof *ps);
     if (!ps || !(ps->list = calloc(cfg->nplugins ? cfg->nplugins : 1, sizeof *ps->list))) {
@@ -1006,16 +1105,21 @@ struct sq_plugins *sq_plugins_load(const struct sq_config *cfg, char *err, size_
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (cfg->nplugins)
+    if (cfg->nplugins && !given)
         warn_loader_environment();
     for (size_t i = 0; i < cfg->nplugins; i++) {
         struct sq_loaded_plugin *lp = &ps->list[i];
         lp->pub.api = &sq_host_api;
         lp->owner = ps;
         lp->conf = &cfg->plugins[i];
+        lp->cfg_path = cfg->path;
         lp->fd = -1;
         ps->n++;
-        if (!load_one(ps, lp, cfg->path, err, errlen))
+        if (given && !(lp->path = strdup("(linked into the program)"))) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        if (given ? !start_one(ps, lp, given, err, errlen) : !load_one(ps, lp, cfg->path, err, errlen))
             goto fail;
     }
     qsort(ps->handlers, ps->nhandlers, sizeof *ps->handlers, cmp_handler);
@@ -1043,6 +1147,28 @@ size_t sq_plugins_kinds(const struct sq_plugins *ps, const char *const **kinds)
 {
     *kinds = ps->kinds;
     return ps->nhandlers;
+}
+
+bool sq_plugins_check_config(const struct sq_plugins *ps, const struct sq_config *cfg, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < ps->n; i++) {
+        const struct sq_loaded_plugin *lp = &ps->list[i];
+        for (size_t j = 0; j < cfg->nplugins; j++)
+            if (strcmp(cfg->plugins[j].name, lp->conf->name) == 0 &&
+                !sq_plugin_keys_check(lp->conf->name, lp->keys, &cfg->plugins[j], cfg->path, err, errlen))
+                return false;
+    }
+    return true;
+}
+
+size_t sq_plugins_count(const struct sq_plugins *ps)
+{
+    return ps->n;
+}
+
+const skipq_plugin_info *sq_plugins_info(const struct sq_plugins *ps, size_t i)
+{
+    return ps->list[i].info;
 }
 
 const char *sq_handler_plugin_name(const struct sq_handler *h)

@@ -29,11 +29,14 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/db.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "host/kinds.h"
 #include "host/notify.h"
+#include "host/plugin.h"
 #include "host/queue.h"
+#include "host/scheduler.h"
 #include "host/state.h"
 
 struct tally {
@@ -190,7 +193,7 @@ static const struct live {
     {SQ_SECT_HOST, "poll_interval", poll_cell, NULL, NULL},
     {SQ_SECT_HOST, "claim_bytes", claim_bytes_cell, NULL, NULL},
     {SQ_SECT_KIND, "max_attempts", max_attempts_cell, NULL,
-     "(for jobs enqueued with `skipq enqueue -c`; 0 = the schema's default)"},
+     "(registered in skipq.kind_defaults for jobs enqueued without their own)"},
     {SQ_SECT_KIND, "backoff_base", backoff_base_cell, NULL, NULL},
     {SQ_SECT_KIND, "backoff_cap", backoff_cap_cell, NULL, NULL},
     {SQ_SECT_KIND, "timeout", timeout_cell, NULL, NULL},
@@ -259,6 +262,17 @@ const char *sq_reload_check(void)
     return NULL;
 }
 
+/* The kinds' max_attempts again, changed or not (another host may have
+ * replaced them since): on a connection of its own, as at start. */
+static void register_defaults(struct sq_host *h)
+{
+    char err[512];
+    PGconn *conn = sq_db_connect(sq_host_dbparams(h), err, sizeof err);
+    if (!conn || !sq_sched_register_defaults(h, conn, err, sizeof err))
+        log_warn("SIGHUP: %s; jobs enqueued without max_attempts keep the defaults they had", err);
+    PQfinish(conn);
+}
+
 void sq_host_reload(struct sq_host *h)
 {
     char err[1024];
@@ -270,9 +284,16 @@ void sq_host_reload(struct sq_host *h)
         sq_notify_status("running; the last reload failed: %s", err);
         return;
     }
+    if (!sq_plugins_check_config(sq_host_plugins(h), n, err, sizeof err)) {
+        log_error("SIGHUP: %s; keeping the running configuration", err);
+        sq_notify_status("running; the last reload failed: %s", err);
+        sq_config_free(n);
+        return;
+    }
     struct tally t = {0, 0};
     diff_restart(&t, o, n);
     apply_live(&t, h, n);
+    register_defaults(h);
     log_info("SIGHUP: configuration reloaded: %d change(s) applied, %d need a restart", t.applied, t.restart);
     sq_log_set_level(n->log_level); /* last, so the lines above are not lost to a quieter level */
     sq_notify_status("running: %d worker thread(s); reloaded, %d change(s) applied, %d need a restart",

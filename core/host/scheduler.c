@@ -13,6 +13,10 @@
  *   follows the rows of skipq.kind_limits (refreshed each round), claiming
  *   through the limit-aware statement only for groups that serve a limited
  *   kind, so other groups keep the plain claim.
+ * - Per-kind defaults: hosts write the max_attempts of the kinds they run
+ *   into skipq.kind_defaults at start and on SIGHUP; the schema fills in a
+ *   job enqueued without one from there (sql/056). The last host to write a
+ *   different value sets it, and says what it replaced.
  * - Aging: one host per queue at a time (the lock of the queue's row in
  *   skipq.housekeeping, which only skipq's own roles may take: sql/053)
  *   raises the priority of jobs that have waited, in batches.
@@ -36,6 +40,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "host/ctl.h"
+#include "host/kinds.h"
 #include "host/pause.h"
 #include "host/queue.h"
 #include "host/state.h"
@@ -104,6 +109,18 @@ static const char LIMIT_REGISTER_SQL[] =
     "     OR coalesce(kind_limits.rate, 0) OPERATOR(pg_catalog.<>) coalesce(EXCLUDED.rate, 0)"
     "     OR coalesce(kind_limits.rate_unit, '') OPERATOR(pg_catalog.<>) coalesce(EXCLUDED.rate_unit, '')"
     " RETURNING 1";
+
+/* A kind's default max_attempts: written when it differs, with the row it
+ * replaced (old is read in the statement's snapshot, before the upsert). */
+static const char DEFAULTS_REGISTER_SQL[] =
+    "WITH old AS (SELECT d.max_attempts, d.set_by FROM skipq.kind_defaults d"
+    "              WHERE d.kind OPERATOR(pg_catalog.=) $1),"
+    " up AS (INSERT INTO skipq.kind_defaults (kind, max_attempts, set_by) VALUES ($1, $2::pg_catalog.int4, $3)"
+    "        ON CONFLICT (kind) DO UPDATE SET max_attempts = EXCLUDED.max_attempts, set_by = EXCLUDED.set_by,"
+    "           updated_at = pg_catalog.now()"
+    "         WHERE kind_defaults.max_attempts OPERATOR(pg_catalog.<>) EXCLUDED.max_attempts"
+    "        RETURNING 1)"
+    " SELECT (SELECT pg_catalog.count(*) FROM up), (SELECT max_attempts FROM old), (SELECT set_by FROM old)";
 
 /*
  * Aging: priority = least(cap $3, base + floor(waited / step $2)), where
@@ -204,6 +221,33 @@ static bool register_limits(PGconn *conn, const struct sq_config *cfg, char *err
     return true;
 }
 
+bool sq_sched_register_defaults(struct sq_host *h, PGconn *conn, char *err, size_t errlen)
+{
+    struct sq_kinds *ks = sq_host_kinds(h);
+    for (size_t i = 0; i < sq_kinds_count(ks); i++) {
+        const struct sq_kind *k = sq_kinds_at(ks, i);
+        int ma = atomic_load(&k->max_attempts);
+        if (!ma)
+            continue; /* no [kind] max_attempts here: the row, if any, is another host's */
+        char v[16], why[512];
+        snprintf(v, sizeof v, "%d", ma);
+        const char *params[3] = {k->name, v, sq_host_name(h)};
+        PGresult *res = sq_db_query(conn, DEFAULTS_REGISTER_SQL, 3, params, why, sizeof why);
+        if (!res) {
+            snprintf(err, errlen, "cannot register the defaults of kind \"%s\": %s", k->name, why);
+            return false;
+        }
+        if (atoi(PQgetvalue(res, 0, 0)) == 1 && !PQgetisnull(res, 0, 1))
+            log_warn("kind \"%s\": max_attempts %d replaces %s, set by host \"%s\" (the last host to start or "
+                     "reload with a different [kind] max_attempts sets it for every job enqueued without one)",
+                     k->name, ma, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2));
+        else if (atoi(PQgetvalue(res, 0, 0)) == 1)
+            log_info("kind \"%s\": jobs enqueued without max_attempts get %d", k->name, ma);
+        PQclear(res);
+    }
+    return true;
+}
+
 /* Flag the groups that serve a kind with a row in skipq.kind_limits. */
 static bool refresh_limits(struct sq_host *h, PGconn *conn, char *err, size_t errlen)
 {
@@ -238,7 +282,8 @@ bool sq_sched_start(struct sq_host *h, char *err, size_t errlen, bool *bad_confi
     bool ok = true;
     for (size_t i = 0; ok && i < cfg->ncrons; i++)
         ok = check_cron(conn, cfg, &cfg->crons[i], err, errlen, bad_config);
-    ok = ok && register_limits(conn, cfg, err, errlen) && refresh_limits(h, conn, err, errlen);
+    ok = ok && register_limits(conn, cfg, err, errlen) && sq_sched_register_defaults(h, conn, err, errlen) &&
+         refresh_limits(h, conn, err, errlen);
     /* What is paused before the first claim, not at the first heartbeat. */
     ok = ok && sq_pause_refresh(h, conn, err, errlen);
     PQfinish(conn);
@@ -320,7 +365,8 @@ static void cron_round(struct sq_host *h, PGconn *conn, const struct sq_cron_con
     int64_t w = 2 * hb > CRON_NONE_WINDOW_MS ? 2 * hb : CRON_NONE_WINDOW_MS;
     snprintf(window, sizeof window, "%" PRId64, w);
     static const char *const policy[] = {"latest", "all", "none"};
-    const char *params[11] = {prev, k->timezone, arr, k->name, k->queue, k->kind, k->payload, prio, att,
+    const char *params[11] = {prev, k->timezone, arr, k->name, k->queue, k->kind, k->payload, prio,
+                              k->max_attempts ? att : NULL,
                               policy[k->catch_up], window};
     res = arr ? sq_db_query(conn, CRON_FIRE_SQL, 11, params, err, sizeof err) : NULL;
     if (!res)

@@ -12,9 +12,11 @@
  *   out and the sweep retries them, or makes them dead), then the result:
  *   new deadlines, and should-stop for jobs whose lease was lost or
  *   could not be renewed in time;
- * - shutdown, when the grace period is over: stop everything, and say
- *   which jobs still run and which finished without their outcome
- *   recorded.
+ * - shutdown: at its start, note when the grace ends (the handlers'
+ *   deadline); when the grace is over, raise should-stop and count who
+ *   still runs; when the stop window after it is over too, stop
+ *   everything, and say which jobs still run and which finished without
+ *   their outcome recorded.
  * Only `stop` is read without the lock (atomic: the handler polls it).
  *
  * Each worker names its lock: the host's slots_lock for worker threads;
@@ -182,6 +184,40 @@ void sq_slots_renewed(struct sq_host *h, const struct sq_leases *s, bool ok, int
         }
         sq_slots_unlock(&h->workers[i]);
     }
+}
+
+/* Slots whose handler has started and not returned, under the lock. */
+static bool running(const struct sq_slot *sl)
+{
+    return sl->job_id && sl->started_at && !sl->returned;
+}
+
+int sq_slots_stopping(struct sq_host *h, int64_t at)
+{
+    int n = 0;
+    for (int i = 0; i < h->nworkers; i++) {
+        sq_slots_lock(&h->workers[i]);
+        for (int k = 0; k < h->workers[i].nslots; k++) {
+            atomic_store(&h->workers[i].slots[k].stop_at, at);
+            n += running(&h->workers[i].slots[k]);
+        }
+        sq_slots_unlock(&h->workers[i]);
+    }
+    return n;
+}
+
+int sq_slots_tell_stop(struct sq_host *h)
+{
+    int n = 0;
+    for (int i = 0; i < h->nworkers; i++) {
+        sq_slots_lock(&h->workers[i]);
+        for (int k = 0; k < h->workers[i].nslots; k++) {
+            atomic_store(&h->workers[i].slots[k].stop, 1);
+            n += running(&h->workers[i].slots[k]);
+        }
+        sq_slots_unlock(&h->workers[i]);
+    }
+    return n;
 }
 
 bool sq_slots_stop_all(struct sq_host *h, int64_t *ids, int64_t *execs, size_t *n, struct sq_outcomes *done)

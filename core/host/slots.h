@@ -53,6 +53,13 @@ void sq_slots_snapshot(struct sq_host *h, struct sq_leases *s);
  * it was sent): renew deadlines, raise should-stop on loss or expiry. */
 void sq_slots_renewed(struct sq_host *h, const struct sq_leases *s, bool ok, int64_t sent_at);
 
+/* Shutdown begins: every slot learns when the grace ends (`at`, monotonic
+ * ms: skipq_job_deadline_ms). Returns how many handlers are running. */
+int sq_slots_stopping(struct sq_host *h, int64_t at);
+/* The grace is over: raise should-stop for every slot. Returns how many
+ * handlers are still running. */
+int sq_slots_tell_stop(struct sq_host *h);
+
 /* Shutdown: ask every handler to stop; the jobs still running go to
  * ids/execs (n of them), those whose handlers returned to `done`. False:
  * out of memory. */

@@ -35,6 +35,11 @@ struct sq_dbparams *sq_host_listen_params(struct sq_host *h)
     return &h->listen_params;
 }
 
+struct sq_plugins *sq_host_plugins(const struct sq_host *h)
+{
+    return h->plugins;
+}
+
 struct sq_kinds *sq_host_kinds(const struct sq_host *h)
 {
     return h->kinds;

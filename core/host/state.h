@@ -102,6 +102,7 @@ struct sq_slot {
     int64_t delay_ms;       /* retry delay, when finished */
     char error[SQ_SLOT_ERROR]; /* when finished (truncated copy) */
     atomic_int stop;        /* the handler should stop (lease lost, timeout, shutdown) */
+    _Atomic int64_t stop_at; /* monotonic ms the shutdown grace ends; 0: not stopping */
 };
 
 /* A worker's progress, for /healthz, the watchdog, the gauges -- and, in
@@ -188,6 +189,7 @@ struct sq_dbparams *sq_host_dbparams(struct sq_host *h);
 struct sq_dbparams *sq_host_listen_params(struct sq_host *h);
 /* Every kind this host runs (kinds.h), with its counters. */
 struct sq_kinds *sq_host_kinds(const struct sq_host *h);
+struct sq_plugins *sq_host_plugins(const struct sq_host *h);
 int sq_host_nworkers(const struct sq_host *h);
 /* Thread groups, by index: their queue and the kinds they serve. */
 size_t sq_host_ngroups(const struct sq_host *h);

@@ -115,9 +115,11 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
                  out == SKIPQ_FAIL ? "SKIPQ_FAIL" : "SKIPQ_RETRY");
 
     if (ctx.conn_broken) {
+        sq_job_output_save(&ctx, NULL);
         sq_session_close(w, connp);
     } else if (ctx.in_txn) {
         enum sq_complete r = sq_complete_in_txn(w, connp, c, &out, ctx.error, sizeof ctx.error);
+        sq_job_output_save(&ctx, *connp);
         if (r != SQ_COMPLETE_ERROR) {
             sq_complete_log(kr, *connp, c, r, ctx.error);
             sq_slot_clear(w, k);
@@ -125,6 +127,7 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
             return;
         }
     }
+    sq_job_output_save(&ctx, *connp); /* before the outcome: no-op if saved above */
     int64_t delay = ctx.retry_ms;
     if (delay < 0)
         delay = sq_kind_backoff(kr, c->attempt, seed);

@@ -65,7 +65,7 @@ typedef struct skipq_enqueue_opts {
     const char *queue;   /* NULL: "default" */
     int priority;        /* higher runs first; default 0 */
     int64_t delay_ms;    /* run no earlier than now() + delay; default 0 */
-    int max_attempts;    /* 0: the schema default (5) */
+    int max_attempts;    /* 0: the kind's default (skipq.kind_defaults), else 5 */
     /* Scheduling (NULL / 0: not used). */
     const char *unique_key;     /* while a job of this kind with this key is blocked, pending
                                    or running, return its id instead of adding a job */

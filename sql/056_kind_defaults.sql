@@ -1,0 +1,333 @@
+-- 056: per-kind defaults that every way in honours.
+--
+-- A host's [kind NAME] max_attempts used to reach only `skipq enqueue -c
+-- FILE`; a job enqueued with skipq.enqueue() from an application got the
+-- column's default, 5. Hosts now register the defaults of the kinds they
+-- run in kind_defaults (at start and on SIGHUP; the last host to write a
+-- kind's row sets it, and logs the value it replaced), and a job enqueued
+-- without max_attempts takes it from there:
+--
+--     the call's own max_attempts > skipq.kind_defaults > 5
+--
+-- One rule in one place: the column loses its default, and a BEFORE INSERT
+-- trigger fills a NULL max_attempts from kind_defaults (else 5). So
+-- enqueue(), enqueue_ex(), enqueue_many(), COPY (libskipq sends \N when a
+-- row names none), cron ticks and a plain INSERT that leaves the column out
+-- all get the same answer. A row that names max_attempts never runs the
+-- trigger (WHEN NEW.max_attempts IS NULL).
+CREATE TABLE skipq.kind_defaults (
+    kind         text        PRIMARY KEY CHECK (kind ~ '^[A-Za-z0-9_.:-]{1,128}$'),
+    max_attempts int         NOT NULL CHECK (max_attempts BETWEEN 1 AND 100000),
+    set_by       text        NOT NULL,
+    updated_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- Invoker's rights: whoever may insert a job may read the defaults
+-- (roles.sql grants SELECT to the roles that insert).
+CREATE FUNCTION skipq.job_defaults() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    NEW.max_attempts := coalesce(
+        (SELECT d.max_attempts FROM skipq.kind_defaults d WHERE d.kind OPERATOR(pg_catalog.=) NEW.kind), 5);
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER jobs_kind_defaults BEFORE INSERT ON skipq.jobs
+    FOR EACH ROW WHEN (NEW.max_attempts IS NULL) EXECUTE FUNCTION skipq.job_defaults();
+ALTER TABLE skipq.jobs ALTER COLUMN max_attempts DROP DEFAULT;
+
+-- enqueue(): the same wrapper, max_attempts NULL unless given.
+CREATE OR REPLACE FUNCTION skipq.enqueue(
+    kind         text,
+    payload      jsonb       DEFAULT '{}',
+    queue        text        DEFAULT 'default',
+    priority     int         DEFAULT 0,
+    run_at       timestamptz DEFAULT now(),
+    max_attempts int         DEFAULT NULL,
+    unique_key   text        DEFAULT NULL,
+    unique_for   interval    DEFAULT NULL,
+    ordering_key text        DEFAULT NULL,
+    depends_on   bigint[]    DEFAULT NULL
+) RETURNS bigint
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT e.id FROM skipq.enqueue_ex(kind, payload, queue, priority, run_at, max_attempts,
+                                      unique_key, unique_for, ordering_key, depends_on) AS e
+$$;
+
+-- ---- enqueue_ex (as in 050), max_attempts NULL: the kind's default -----------------
+CREATE OR REPLACE FUNCTION skipq.enqueue_ex(
+    kind         text,
+    payload      jsonb       DEFAULT '{}',
+    queue        text        DEFAULT 'default',
+    priority     int         DEFAULT 0,
+    run_at       timestamptz DEFAULT now(),
+    max_attempts int         DEFAULT NULL,
+    unique_key   text        DEFAULT NULL,
+    unique_for   interval    DEFAULT NULL,
+    ordering_key text        DEFAULT NULL,
+    depends_on   bigint[]    DEFAULT NULL,
+    OUT id       bigint,
+    OUT existing boolean
+)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    size_limit bigint;
+    size bigint;
+    parents bigint[];
+    missing bigint;
+    st text := 'pending';
+    why text;
+    holder record;
+BEGIN
+    IF kind IS NULL OR kind = '' THEN
+        RAISE EXCEPTION 'skipq.enqueue: kind must not be empty' USING ERRCODE = '22023';
+    END IF;
+    IF queue IS NULL OR queue = '' THEN
+        RAISE EXCEPTION 'skipq.enqueue: queue must not be empty' USING ERRCODE = '22023';
+    END IF;
+    IF kind !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+        RAISE EXCEPTION 'skipq.enqueue: kind "%" is not 1-128 characters of letters, digits and _.:-',
+            left(kind, 200) USING ERRCODE = '22023';
+    END IF;
+    IF queue !~ '^[A-Za-z0-9_.:-]{1,128}$' THEN
+        RAISE EXCEPTION 'skipq.enqueue: queue "%" is not 1-128 characters of letters, digits and _.:-',
+            left(queue, 200) USING ERRCODE = '22023';
+    END IF;
+    IF max_attempts < 1 OR max_attempts > 100000 THEN
+        RAISE EXCEPTION 'skipq.enqueue: max_attempts must be from 1 to 100000 (got %)', max_attempts
+            USING ERRCODE = '22023';
+    END IF;
+    IF priority IS NULL OR priority < -1000000 OR priority > 1000000 THEN
+        RAISE EXCEPTION 'skipq.enqueue: priority must be from -1000000 to 1000000 (got %)', priority
+            USING ERRCODE = '22023';
+    END IF;
+    IF run_at IS NOT NULL AND (NOT isfinite(run_at) OR run_at > now() + interval '10 years') THEN
+        RAISE EXCEPTION 'skipq.enqueue: run_at % is more than 10 years away', run_at
+            USING ERRCODE = '22023';
+    END IF;
+    IF run_at IS NOT NULL AND run_at < '1970-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'skipq.enqueue: run_at % is before 1970', run_at USING ERRCODE = '22023';
+    END IF;
+    SELECT s.value::bigint INTO size_limit FROM skipq.settings s WHERE s.key = 'max_payload_bytes';
+    size := octet_length(coalesce(payload, '{}')::text);
+    IF size > coalesce(size_limit, 1048576) THEN
+        RAISE EXCEPTION 'skipq.enqueue: payload is % bytes; the limit is % (skipq.settings max_payload_bytes)',
+            size, coalesce(size_limit, 1048576) USING ERRCODE = '22023';
+    END IF;
+    IF unique_key IS NOT NULL AND length(unique_key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'skipq.enqueue: unique_key must be 1-256 characters (got %)', length(unique_key)
+            USING ERRCODE = '22023';
+    END IF;
+    IF unique_for IS NOT NULL AND (unique_key IS NULL OR unique_for <= interval '0'
+                                   OR unique_for > interval '10 years') THEN
+        RAISE EXCEPTION 'skipq.enqueue: unique_for must go with a unique_key and be more than 0 and at most 10 years (got %)',
+            unique_for USING ERRCODE = '22023';
+    END IF;
+    IF ordering_key IS NOT NULL AND length(ordering_key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'skipq.enqueue: ordering_key must be 1-256 characters (got %)', length(ordering_key)
+            USING ERRCODE = '22023';
+    END IF;
+    IF depends_on IS NOT NULL THEN
+        IF array_position(depends_on, NULL) IS NOT NULL OR cardinality(depends_on) > 1000 THEN
+            RAISE EXCEPTION 'skipq.enqueue: depends_on must list at most 1000 job ids, none null'
+                USING ERRCODE = '22023';
+        END IF;
+        SELECT array_agg(DISTINCT d ORDER BY d) INTO parents FROM unnest(depends_on) AS d;
+    END IF;
+
+    -- Parents: read, never locked (see the top of this file). What this
+    -- read cannot see -- a parent ending before this transaction commits --
+    -- the hosts settle from the inbox.
+    IF parents IS NOT NULL THEN
+        SELECT d INTO missing FROM unnest(parents) AS d
+         WHERE NOT EXISTS (SELECT 1 FROM skipq.jobs j WHERE j.id = d) ORDER BY d LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'skipq.enqueue: depends_on: no job with id %', missing USING ERRCODE = '22023';
+        END IF;
+        SELECT format('parent job %s %s', j.id, CASE j.status WHEN 'dead' THEN 'is dead' ELSE 'was cancelled' END)
+          INTO why FROM skipq.jobs j
+         WHERE j.id = ANY(parents) AND j.status IN ('dead', 'cancelled') ORDER BY j.id LIMIT 1;
+        IF why IS NOT NULL THEN
+            st := 'dead';
+        ELSIF EXISTS (SELECT 1 FROM skipq.jobs j WHERE j.id = ANY(parents) AND j.status <> 'done') THEN
+            st := 'blocked';
+        END IF;
+    END IF;
+
+    LOOP
+        INSERT INTO skipq.jobs AS j (queue, kind, payload, priority, run_at, max_attempts, status,
+                                     finished_at, last_error, unique_key, unique_until, ordering_key, depends_on)
+        VALUES (enqueue_ex.queue, enqueue_ex.kind, coalesce(enqueue_ex.payload, '{}'), enqueue_ex.priority,
+                coalesce(enqueue_ex.run_at, now()), enqueue_ex.max_attempts, st,
+                CASE WHEN st = 'dead' THEN now() END, why, enqueue_ex.unique_key,
+                now() + enqueue_ex.unique_for, enqueue_ex.ordering_key, parents)
+        ON CONFLICT DO NOTHING
+        RETURNING j.id INTO id;
+        IF id IS NOT NULL THEN
+            existing := false;
+            EXIT;
+        END IF;
+        -- Someone holds the key in this kind. A new statement, a new
+        -- snapshot: the holder the INSERT waited for is visible now.
+        SELECT j.id, j.status IN ('blocked', 'pending', 'running') OR j.unique_until > now() AS holds
+          INTO holder FROM skipq.jobs j
+         WHERE j.kind = enqueue_ex.kind AND j.unique_key = enqueue_ex.unique_key
+           AND (j.status IN ('blocked', 'pending', 'running') OR j.unique_until IS NOT NULL);
+        IF FOUND AND holder.holds THEN
+            id := holder.id;
+            existing := true;
+            EXIT;
+        END IF;
+        IF FOUND THEN
+            -- Finished, and its window has passed: it no longer holds the key.
+            UPDATE skipq.jobs j SET unique_until = NULL
+             WHERE j.id = holder.id AND j.status NOT IN ('blocked', 'pending', 'running')
+               AND j.unique_until <= now();
+        END IF;
+        -- Otherwise the holder ended between the two statements: try again.
+    END LOOP;
+
+    IF st = 'blocked' AND NOT existing THEN
+        INSERT INTO skipq.dependency_inbox (job_id) VALUES (id);
+        PERFORM pg_notify('skipq_jobs', '!deps');
+    END IF;
+END
+$$;
+
+-- ---- enqueue_many (as in 050), an absent "max_attempts": the kind's default ----------
+CREATE OR REPLACE FUNCTION skipq.enqueue_many(jobs jsonb) RETURNS SETOF bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    size_limit bigint;
+    max_jobs bigint;
+    max_bytes bigint;
+    bad record;
+    e record;
+BEGIN
+    IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
+        RAISE EXCEPTION 'skipq.enqueue_many: jobs must be a JSON array of objects' USING ERRCODE = '22023';
+    END IF;
+    SELECT max(s.value::bigint) FILTER (WHERE s.key = 'max_payload_bytes'),
+           max(s.value::bigint) FILTER (WHERE s.key = 'max_batch_jobs'),
+           max(s.value::bigint) FILTER (WHERE s.key = 'max_batch_bytes')
+      INTO size_limit, max_jobs, max_bytes
+      FROM skipq.settings s WHERE s.key IN ('max_payload_bytes', 'max_batch_jobs', 'max_batch_bytes');
+    size_limit := coalesce(size_limit, 1048576);
+    max_jobs := coalesce(max_jobs, 10000);
+    max_bytes := coalesce(max_bytes, 67108864);
+    IF jsonb_array_length(jobs) > max_jobs THEN
+        RAISE EXCEPTION 'skipq.enqueue_many: % jobs in one call; the limit is % (skipq.settings max_batch_jobs)',
+            jsonb_array_length(jobs), max_jobs USING ERRCODE = '22023';
+    END IF;
+    IF pg_column_size(jobs) > max_bytes THEN
+        RAISE EXCEPTION 'skipq.enqueue_many: the batch is % bytes as jsonb; the limit is % (skipq.settings max_batch_bytes)',
+            pg_column_size(jobs), max_bytes USING ERRCODE = '22023';
+    END IF;
+
+    SELECT i - 1 AS idx, problem INTO bad FROM (
+        SELECT i,
+            CASE
+            WHEN jsonb_typeof(j) <> 'object' THEN 'is not an object'
+            WHEN jsonb_typeof(j -> 'kind') IS DISTINCT FROM 'string'
+                 OR (j ->> 'kind') !~ '^[A-Za-z0-9_.:-]{1,128}$'
+                THEN 'kind must be 1-128 characters of letters, digits and _.:-'
+            WHEN j ? 'queue' AND (jsonb_typeof(j -> 'queue') <> 'string'
+                 OR (j ->> 'queue') !~ '^[A-Za-z0-9_.:-]{1,128}$')
+                THEN 'queue must be 1-128 characters of letters, digits and _.:-'
+            WHEN j ? 'priority' AND (jsonb_typeof(j -> 'priority') <> 'number'
+                 OR (j ->> 'priority') !~ '^-?[0-9]{1,7}$'
+                 OR (j ->> 'priority')::int NOT BETWEEN -1000000 AND 1000000)
+                THEN 'priority must be a whole number from -1000000 to 1000000'
+            WHEN j ? 'max_attempts' AND (jsonb_typeof(j -> 'max_attempts') <> 'number'
+                 OR (j ->> 'max_attempts') !~ '^[0-9]{1,6}$'
+                 OR (j ->> 'max_attempts')::int NOT BETWEEN 1 AND 100000)
+                THEN 'max_attempts must be a whole number from 1 to 100000'
+            WHEN j ? 'delay_ms' AND (jsonb_typeof(j -> 'delay_ms') <> 'number'
+                 OR (j ->> 'delay_ms') !~ '^[0-9]{1,12}$'
+                 OR (j ->> 'delay_ms')::bigint > 315360000000)
+                THEN 'delay_ms must be a whole number of milliseconds, at most 10 years'
+            WHEN j ? 'run_at' AND j ? 'delay_ms' THEN 'give run_at or delay_ms, not both'
+            WHEN j ? 'run_at' AND (jsonb_typeof(j -> 'run_at') <> 'string'
+                 OR NOT skipq.valid_run_at(j ->> 'run_at'))
+                THEN 'run_at must be a timestamp from 1970 to no more than 10 years ahead'
+            WHEN octet_length(coalesce(j -> 'payload', '{}'::jsonb)::text) > size_limit
+                THEN format('payload is %s bytes; the limit is %s',
+                            octet_length((j -> 'payload')::text), size_limit)
+            WHEN j ? 'unique_key' AND (jsonb_typeof(j -> 'unique_key') <> 'string'
+                 OR length(j ->> 'unique_key') NOT BETWEEN 1 AND 256)
+                THEN 'unique_key must be a string of 1-256 characters'
+            WHEN j ? 'unique_for_ms' AND (NOT j ? 'unique_key' OR jsonb_typeof(j -> 'unique_for_ms') <> 'number'
+                 OR (j ->> 'unique_for_ms') !~ '^[0-9]{1,12}$'
+                 OR (j ->> 'unique_for_ms')::bigint NOT BETWEEN 1 AND 315360000000)
+                THEN 'unique_for_ms must go with a unique_key and be a whole number of milliseconds from 1 to 10 years'
+            WHEN j ? 'ordering_key' AND (jsonb_typeof(j -> 'ordering_key') <> 'string'
+                 OR length(j ->> 'ordering_key') NOT BETWEEN 1 AND 256)
+                THEN 'ordering_key must be a string of 1-256 characters'
+            WHEN j ? 'depends_on' AND (jsonb_typeof(j -> 'depends_on') <> 'array'
+                 OR jsonb_array_length(j -> 'depends_on') > 1000
+                 OR EXISTS (SELECT 1 FROM jsonb_array_elements(j -> 'depends_on') AS d(v)
+                             WHERE jsonb_typeof(d.v) <> 'number' OR d.v::text !~ '^[0-9]{1,18}$'))
+                THEN 'depends_on must be an array of at most 1000 job ids'
+            WHEN j ? 'depends_on' AND EXISTS (
+                    SELECT 1 FROM jsonb_array_elements_text(j -> 'depends_on') AS d(v)
+                     WHERE NOT EXISTS (SELECT 1 FROM skipq.jobs x WHERE x.id = d.v::bigint))
+                THEN (SELECT format('depends_on: no job with id %s', d.v)
+                        FROM jsonb_array_elements_text(j -> 'depends_on') AS d(v)
+                       WHERE NOT EXISTS (SELECT 1 FROM skipq.jobs x WHERE x.id = d.v::bigint) LIMIT 1)
+            END AS problem
+        FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(j, i)
+    ) checks WHERE problem IS NOT NULL ORDER BY i LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'skipq.enqueue_many: job %: %', bad.idx, bad.problem USING ERRCODE = '22023';
+    END IF;
+
+    IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(jobs) AS e(j)
+                    WHERE j ?| ARRAY['unique_key', 'ordering_key', 'depends_on']) THEN
+        RETURN QUERY
+        WITH input AS (
+            SELECT i,
+                   j ->> 'kind' AS kind,
+                   coalesce(j -> 'payload', '{}'::jsonb) AS payload,
+                   coalesce(j ->> 'queue', 'default') AS queue,
+                   coalesce((j ->> 'priority')::int, 0) AS priority,
+                   CASE WHEN j ? 'run_at' THEN (j ->> 'run_at')::timestamptz
+                        ELSE now() + coalesce((j ->> 'delay_ms')::bigint, 0) * interval '1 millisecond' END AS run_at,
+                   (j ->> 'max_attempts')::int AS max_attempts
+              FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(j, i)
+        ), ins AS (
+            INSERT INTO skipq.jobs (queue, kind, payload, priority, run_at, max_attempts)
+            SELECT queue, kind, payload, priority, run_at, max_attempts FROM input ORDER BY i
+            RETURNING id
+        )
+        SELECT id FROM ins ORDER BY id;
+        RETURN;
+    END IF;
+
+    FOR e IN SELECT j FROM jsonb_array_elements(jobs) WITH ORDINALITY AS x(j, i) ORDER BY i LOOP
+        RETURN NEXT (SELECT x.id FROM skipq.enqueue_ex(
+            e.j ->> 'kind',
+            coalesce(e.j -> 'payload', '{}'::jsonb),
+            coalesce(e.j ->> 'queue', 'default'),
+            coalesce((e.j ->> 'priority')::int, 0),
+            CASE WHEN e.j ? 'run_at' THEN (e.j ->> 'run_at')::timestamptz
+                 ELSE now() + coalesce((e.j ->> 'delay_ms')::bigint, 0) * interval '1 millisecond' END,
+            (e.j ->> 'max_attempts')::int,
+            e.j ->> 'unique_key',
+            (e.j ->> 'unique_for_ms')::bigint * interval '1 millisecond',
+            e.j ->> 'ordering_key',
+            (SELECT array_agg(d.v::bigint) FROM jsonb_array_elements_text(e.j -> 'depends_on') AS d(v))) AS x);
+    END LOOP;
+END
+$$;
