@@ -42,8 +42,10 @@
 #include "host/procs.h"
 #include "host/queue.h"
 #include "host/reload.h"
+#include "host/slots.h"
 #include "host/state.h"
 #include "host/wake.h"
+#include "skipq/plugin.h"
 #include "host/worker.h"
 
 #define SHM_FD 3
@@ -131,15 +133,18 @@ static bool build_worker(struct sq_host *h, void *block, const struct spec *sp, 
 
 /*
  * Take signals until the worker thread has ended. Once stopping (SIGTERM,
- * or its host gone) the process gives its handler shutdown_grace, as a host
- * does; then it releases what it still holds and exits, so a worker whose
- * host was killed never runs on unwatched. With its host alive, the host
- * kills it at the same moment and releases the same jobs: the release is
- * fenced, so whichever comes second changes nothing.
+ * or its host gone) the process keeps the stop contract as a host does
+ * (plugin.h): shutdown_grace for its handler, then should-stop and
+ * SKIPQ_STOP_WINDOW_MS to return in; then it releases what it still holds
+ * and exits, so a worker whose host was killed never runs on unwatched.
+ * With its host alive, the host does the same to the same slots at about
+ * the same moments and kills it: the release is fenced, so whichever comes
+ * second changes nothing.
  */
 static void signal_loop(struct sq_host *h, const sigset_t *set)
 {
     int64_t deadline = 0;
+    bool told = false;
     while (atomic_load(&h->running) > 0) {
         struct timespec tick = {0, 50 * 1000000L};
         siginfo_t info;
@@ -150,8 +155,15 @@ static void signal_loop(struct sq_host *h, const sigset_t *set)
             sq_host_stop(h);
         if (!atomic_load(&h->stopping))
             continue;
-        if (!deadline)
+        if (!deadline) {
             deadline = sq_now_ms() + h->cfg->grace_ms;
+            sq_slots_stopping(h, deadline);
+        }
+        if (sq_now_ms() >= deadline && !told) {
+            told = true;
+            if (sq_slots_tell_stop(h))
+                deadline = sq_now_ms() + SKIPQ_STOP_WINDOW_MS;
+        }
         if (sq_now_ms() >= deadline && atomic_load(&h->running) > 0) {
             sq_host_release_running(h);
             fflush(stderr);
