@@ -403,9 +403,11 @@ static const char TOP_QUEUES_SQL[] =
 /* Crashes per kind in the last hour, with the latest cause. */
 static const char TOP_CRASHED_SQL[] =
     "SELECT kind, pg_catalog.count(*) AS crashed_1h,"
-    "       (pg_catalog.array_agg(error ORDER BY finished_at DESC NULLS LAST))[1] AS last_cause FROM ("
-    "  SELECT " JOB_OF_EXECUTION("j.kind") " AS kind, e.error, e.finished_at FROM skipq.job_executions e"
-    "   WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND e.status OPERATOR(pg_catalog.=) 'crashed') x"
+    "       pg_catalog.max(CASE WHEN rn OPERATOR(pg_catalog.=) 1 THEN error END) AS last_cause FROM ("
+    "  SELECT kind, error, pg_catalog.row_number() OVER (PARTITION BY kind ORDER BY finished_at DESC NULLS LAST) AS rn"
+    "    FROM (SELECT " JOB_OF_EXECUTION("j.kind") " AS kind, e.error, e.finished_at FROM skipq.job_executions e"
+    "          WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR
+    "            AND e.status OPERATOR(pg_catalog.=) 'crashed') y) x"
     " GROUP BY kind ORDER BY crashed_1h DESC, kind";
 
 static const char TOP_HEAD_SQL[] =

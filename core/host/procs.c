@@ -544,6 +544,9 @@ static void check_timeouts(struct sq_proc *p, int64_t now)
         struct sq_slot *sl = &w->slots[k];
         if (!sl->job_id || !sl->started_at || sl->returned || !sl->timeout_at || now < sl->timeout_at)
             continue;
+        /* As the heartbeat's snapshot would at its next round: the attempt
+         * has failed ("timed out"), whatever the handler returns now. */
+        sl->timed_out = true;
         atomic_store(&sl->stop, 1);
         if (now >= sl->timeout_at + SQ_KILL_AFTER_MS)
             over = sl->timeout_at - sl->started_at;
@@ -649,6 +652,9 @@ static void *supervise(void *arg)
     struct sq_procs *ps = arg;
     struct sq_host *h = ps->h;
     sq_log_set_thread("procs");
+    /* The session deaths are recorded on, made now: the first crash is then
+     * recorded as fast as the next ones. */
+    session(ps);
     for (int i = 0; i < ps->n; i++)
         if (!spawn_one(ps, &ps->v[i]))
             ps->v[i].respawn_at = sq_now_ms() + RESPAWN_MAX_MS;

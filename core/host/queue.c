@@ -218,7 +218,10 @@ static const char RELEASE_SQL[] =
     "         finished_at = pg_catalog.now()," \
     "         error = CASE WHEN u.status OPERATOR(pg_catalog.=) 'done' THEN NULL ELSE u.err END" \
     "    FROM upd u WHERE e.id OPERATOR(pg_catalog.=) u.eid" \
-    "  RETURNING e.job_id, e.id, e.status"
+    /* A crashed attempt reads as what became of its job: dead or retry. */ \
+    "  RETURNING e.job_id, e.id," \
+    "            CASE WHEN e.status OPERATOR(pg_catalog.<>) 'crashed' THEN e.status" \
+    "                 WHEN u.status OPERATOR(pg_catalog.=) 'dead' THEN 'dead' ELSE 'retry' END AS status"
 #define CYCLE_OUTCOMES OUTCOMES_OF("$6", "$7", "$8", "$9", "$10")
 
 /*
