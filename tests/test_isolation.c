@@ -442,7 +442,9 @@ Test(isolation, a_crashed_attempt_is_recorded_and_its_job_pending_again_within_1
     struct th_db db;
     th_db_new(&db);
     PGconn *c = db.conn;
-    char *ini = process_ini(&db, "requeue", NULL, 2, NULL, "backoff_base = 200ms\nbackoff_cap = 200ms\n");
+    /* Four workers for three attempts: one is always alive and idle, so the
+     * gap measures the requeue, not a replacement's start-up. */
+    char *ini = process_ini(&db, "requeue", NULL, 4, NULL, "backoff_base = 200ms\nbackoff_cap = 200ms\n");
     pid_t pid = th_host_start(ini);
     wait_registered(c, pid, ini);
     int64_t poison = th_enqueue(c, "test", "{\"crash\": \"segv\"}", NULL, 0, MAX_ATTEMPTS);
