@@ -349,12 +349,12 @@ unsigned web_api_overview(struct web_call *c, const char *tail)
 
 /* Attempts that ended per bucket since $2 (epoch s, the first bucket's
  * start), of those started at most an hour before it ($3): done ones, and
- * failed ones (retry, dead, lost), as `skipq top` counts them. */
+ * failed ones (retry, dead, lost, crashed), as `skipq top` counts them. */
 static const char THROUGHPUT_SQL[] =
     "SELECT pg_catalog.floor(extract(epoch FROM e.finished_at) OPERATOR(pg_catalog./) $1::pg_catalog.int8)"
     "         ::pg_catalog.int8 AS b,"
     "       pg_catalog.count(*) FILTER (WHERE e.status OPERATOR(pg_catalog.=) 'done') AS done,"
-    "       pg_catalog.count(*) FILTER (WHERE e.status OPERATOR(pg_catalog.=) ANY (ARRAY['retry', 'dead', 'lost']))"
+    "       pg_catalog.count(*) FILTER (WHERE e.status OPERATOR(pg_catalog.=) ANY (ARRAY['retry', 'dead', 'lost', 'crashed']))"
     "         AS failed"
     "  FROM skipq.job_executions e"
     " WHERE e.started_at OPERATOR(pg_catalog.>=) pg_catalog.to_timestamp($3::pg_catalog.float8)"
