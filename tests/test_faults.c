@@ -428,3 +428,46 @@ Test(faults, connection_loss_is_survived, .timeout = 180)
     assert_each_done_once(c);
     th_assert_clean_log(h.ini);
 }
+
+/*
+ * A database call that never gets its reply -- here the host's backends are
+ * frozen with SIGSTOP, which leaves their sockets open and the kernel still
+ * answering keepalives, as a middlebox that swallows bytes would -- is given
+ * up after [host] reply_timeout: a worker thread drops the connection and
+ * reconnects, a worker process is replaced, and the host goes on without a
+ * restart. Every job then runs exactly once.
+ */
+Test(faults, a_database_call_with_no_reply_is_cut_after_reply_timeout, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    struct host h = {.name = "noreply"};
+    char ini[4096];
+    snprintf(ini, sizeof ini,
+             "[database]\nurl = %s\n\n[host]\npoll_interval = 50ms\nlease = 30s\nheartbeat = 500ms\n"
+             "shutdown_grace = 5s\nreply_timeout = 2s\nname = noreply\n\n[plugin testkit]\npath = %s/testkit.so\n\n"
+             "[queue default]\nthreads = 2\n",
+             db.conninfo, SKIPQ_PLUGIN_DIR);
+    h.ini = th_write_file("noreply.ini", ini);
+    struct host *hs[] = {&h};
+    host_start(&h);
+    cr_assert(wait_log(&h, "ready: every thread is connected", 30000), "the host never connected:\n%s",
+              slurp_log(&h));
+
+    /* Freeze every backend of the host: its next calls get no reply. */
+    char *pids = th_textf(c, "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity"
+                             " WHERE application_name = 'skipq' AND datname = current_database()");
+    th_sh("kill -STOP %s", pids);
+    th_execf(c, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, 20)");
+    long long done = th_wait_at_least(c, 20, 40000, 50, hs, 1, DONE_SQL);
+    th_sh("kill -CONT %s; kill -TERM %s 2>/dev/null || true", pids, pids);
+    cr_expect_eq(done, 20, "only %lld of 20 jobs done with the host's first sessions frozen:\n%s", done,
+                 slurp_log(&h));
+    cr_expect(log_has(&h, th_process_mode() ? "no reply from the database for" : "dropping the connection and reconnecting"),
+              "the stuck calls were not cut:\n%s", slurp_log(&h));
+    cr_expect_eq(host_stop(&h, 20000), 0);
+    assert_each_done_once(c);
+    th_check_invariants(c);
+    free(pids);
+}

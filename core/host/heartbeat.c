@@ -180,8 +180,7 @@ void *sq_heartbeat_main(void *arg)
         next = now + h->cfg->heartbeat_ms;
         if (!conn) {
             seen = sq_host_reconnect_gen(h);
-            conn = sq_session_open(h, err, sizeof err);
-            sq_session_publish(&h->hb, conn);
+            conn = sq_session_open_for(h, &h->hb, err, sizeof err);
             mark_hb_conn(h, conn != NULL);
             if (!conn) {
                 if (!reported)

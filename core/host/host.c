@@ -474,6 +474,8 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     pthread_mutex_init(&h->hb.conn_lock, NULL);
     pthread_mutex_init(&h->ctl_lock, NULL);
     h->hb.sock = -1;
+    pthread_mutex_init(&h->sup.conn_lock, NULL);
+    h->sup.sock = -1;
     pthread_cond_init(&h->wake, NULL);
     sq_log_set_level(cfg->log_level);
     atomic_store(&h->poll_ms, cfg->poll_ms);

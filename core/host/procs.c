@@ -363,8 +363,10 @@ static PGconn *session(struct sq_procs *ps)
     char err[512];
     if (ps->conn && PQstatus(ps->conn) == CONNECTION_OK)
         return ps->conn;
-    PQfinish(ps->conn);
-    ps->conn = sq_session_open(ps->h, err, sizeof err);
+    if (ps->conn)
+        sq_session_close(&ps->h->sup, &ps->conn);
+    /* Cut like a worker's when a call gets no reply (reply_timeout). */
+    ps->conn = sq_session_open_for(ps->h, &ps->h->sup, err, sizeof err);
     if (!ps->conn)
         log_warn("worker processes: cannot reach the database to record a death (leases will bring the jobs "
                  "back): %s",
@@ -659,6 +661,7 @@ static void *supervise(void *arg)
         if (!spawn_one(ps, &ps->v[i]))
             ps->v[i].respawn_at = sq_now_ms() + RESPAWN_MAX_MS;
     while (!all_retired(ps)) {
+        atomic_store(&h->sup_beat, sq_now_ms());
         struct pollfd pfd = {.fd = ps->sigfd, .events = POLLIN};
         if (poll(&pfd, 1, TICK_MS) > 0)
             drain_sigfd(ps->sigfd);
@@ -680,8 +683,9 @@ static void *supervise(void *arg)
                 p->respawn_at = now + RESPAWN_MAX_MS;
         }
     }
-    PQfinish(ps->conn);
-    ps->conn = NULL;
+    atomic_store(&h->sup_beat, 0);
+    if (ps->conn)
+        sq_session_close(&h->sup, &ps->conn);
     return NULL;
 }
 

@@ -39,9 +39,18 @@ static void notice_to_log(void *arg, const char *message)
 
 PGconn *sq_session_open(struct sq_host *h, char *err, size_t errlen)
 {
+    return sq_session_open_for(h, NULL, err, errlen);
+}
+
+PGconn *sq_session_open_for(struct sq_host *h, struct sq_worker *w, char *err, size_t errlen)
+{
     PGconn *conn = sq_db_connect(&h->params, err, errlen);
     if (!conn)
         return NULL;
+    /* Published before the set-up below: a path that dies between the
+     * connection and its first replies is cut like any other call. */
+    if (w)
+        sq_session_publish(w, conn);
     PQsetNoticeProcessor(conn, notice_to_log, NULL);
     /* Whatever the role's default, skipq's transactions are READ COMMITTED:
      * SKIP LOCKED claims under REPEATABLE READ fail with 40001. */
@@ -67,6 +76,8 @@ PGconn *sq_session_open(struct sq_host *h, char *err, size_t errlen)
         (session && !sq_db_exec(conn, "SET enable_seqscan = off; SET jit = off", err, errlen)) ||
         (session && !h->cfg->synchronous_commit && !sq_db_exec(conn, "SET synchronous_commit = off", err, errlen)) ||
         !sq_queue_prepare(conn, err, errlen)) {
+        if (w)
+            sq_session_publish(w, NULL);
         PQfinish(conn);
         return NULL;
     }
@@ -96,10 +107,9 @@ PGconn *sq_session_reconnect(struct sq_worker *w, bool until_stop)
     for (;;) {
         sq_session_mark(w, false);
         unsigned long seen = sq_host_reconnect_gen(h);
-        PGconn *conn = sq_session_open(h, err, sizeof err);
+        PGconn *conn = sq_session_open_for(h, w, err, sizeof err);
         if (conn) {
             sq_session_mark(w, true);
-            sq_session_publish(w, conn);
             if (reported)
                 log_info("%s: connected to the database again", who);
             sq_host_reconnected(h);
@@ -163,11 +173,16 @@ void sq_session_cut_stuck(struct sq_host *h)
     for (int i = 0; i < h->nworkers; i++) {
         struct sq_worker *w = &h->workers[i];
         int64_t beat = atomic_load(&w->live->beat);
-        if (w->group->process || atomic_load(&w->live->busy) || !beat || atomic_load(&w->live->down_since))
-            continue; /* a process is its supervisor's; a handler its timeout's; reconnecting is bounded */
-        cut_if_stuck(w, w->name, now - beat - poll, deadline, now);
+        if (w->group->process || atomic_load(&w->live->busy) || !beat)
+            continue; /* a process is its supervisor's; a handler its timeout's */
+        /* Reconnecting, an attempt may take a backoff step and libpq's
+         * connect_timeout before its set-up statements can hang. */
+        int64_t allow = atomic_load(&w->live->down_since) ? SQ_RECONNECT_MAX_MS + SQ_CONNECT_ATTEMPT_MS : poll;
+        cut_if_stuck(w, w->name, now - beat - allow, deadline, now);
     }
-    int64_t hb = atomic_load(&h->hb_beat);
+    int64_t hb = atomic_load(&h->hb_beat), sup = atomic_load(&h->sup_beat);
     if (hb)
         cut_if_stuck(&h->hb, "heartbeat", now - hb, deadline, now);
+    if (sup)
+        cut_if_stuck(&h->sup, "worker processes' supervisor", now - sup, deadline, now);
 }

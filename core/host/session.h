@@ -12,6 +12,9 @@ struct sq_worker;
 /* A fresh session with skipq's settings and statements (NULL, with the
  * reason in err, when it cannot be made). */
 PGconn *sq_session_open(struct sq_host *h, char *err, size_t errlen);
+/* The same for worker (or heartbeat) w, whose session is published
+ * (sq_session_publish) from the moment it is connected. */
+PGconn *sq_session_open_for(struct sq_host *h, struct sq_worker *w, char *err, size_t errlen);
 /* A worker's connection came up or went down (for /healthz and gauges). */
 void sq_session_mark(struct sq_worker *w, bool up);
 /*

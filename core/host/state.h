@@ -169,6 +169,8 @@ struct sq_host {
     atomic_bool ready;          /* every thread connected once */
     _Atomic int64_t hb_beat, hb_down_since;
     struct sq_worker hb;        /* the heartbeat thread's session, as sq_session_cut sees it (conn_lock, sock) */
+    struct sq_worker sup;       /* the same for the session procs.c records deaths on */
+    _Atomic int64_t sup_beat;   /* monotonic ms the supervising thread last went round its loop */
     atomic_bool hb_connected, listener_connected;
     atomic_bool deps_wake; /* an enqueue left children to settle: the heartbeat
                               thread runs sq_deps_round without waiting for its round */
