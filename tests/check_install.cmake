@@ -12,7 +12,8 @@ if(NOT rc EQUAL 0)
 endif()
 file(GLOB_RECURSE got RELATIVE ${PREFIX} ${PREFIX}/*)
 list(SORT got)
-set(want bin/skipq include/skipq/export.h include/skipq/plugin.h include/skipq/skipq.h include/skipq/version.h
+set(want bin/skipq include/skipq/export.h include/skipq/plugin.h include/skipq/plugin_test.h include/skipq/skipq.h
+    include/skipq/version.h
     lib/skipq/noop.so lib/skipq/txn_note.so)
 file(GLOB libs RELATIVE ${PREFIX} ${PREFIX}/lib/libskipq.so*)
 foreach(l lib/libskipq.so lib/libskipq.so.${SOVERSION})
