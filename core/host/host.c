@@ -411,10 +411,10 @@ static void host_free(struct sq_host *h)
         free(h->groups[i].kinds_array);
         free(h->groups[i].leases_array);
     }
-    free(h->groups);
-    for (int i = 0; i < h->nworkers; i++)
+    for (int i = 0; i < h->nworkers; i++) /* before the groups: a worker's group says where its slots live */
         if (!h->workers[i].group->process)
             free(h->workers[i].slots);
+    free(h->groups);
     free(h->workers);
     free(h->lives);
     sq_kinds_free(h->kinds);
