@@ -353,8 +353,9 @@ BEGIN
                    coalesce((j ->> 'priority')::int, 0) AS priority,
                    CASE WHEN j ? 'run_at' THEN (j ->> 'run_at')::timestamptz
                         ELSE now() + coalesce((j ->> 'delay_ms')::bigint, 0) * interval '1 millisecond' END AS run_at,
-                   (j ->> 'max_attempts')::int AS max_attempts
-              FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(j, i)
+                   coalesce((j ->> 'max_attempts')::int, d.max_attempts, 5) AS max_attempts
+              FROM jsonb_array_elements(jobs) WITH ORDINALITY AS el(j, i)
+              LEFT JOIN skipq.kind_defaults d ON d.kind = el.j ->> 'kind'
         ), ins AS (
             INSERT INTO skipq.jobs (queue, kind, payload, priority, run_at, max_attempts)
             SELECT queue, kind, payload, priority, run_at, max_attempts FROM input ORDER BY i

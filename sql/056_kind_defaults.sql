@@ -11,10 +11,12 @@
 --
 -- One rule in one place: the column loses its default, and a BEFORE INSERT
 -- trigger fills a NULL max_attempts from kind_defaults (else 5). So
--- enqueue(), enqueue_ex(), enqueue_many(), COPY (libskipq sends \N when a
--- row names none), cron ticks and a plain INSERT that leaves the column out
--- all get the same answer. A row that names max_attempts never runs the
--- trigger (WHEN NEW.max_attempts IS NULL).
+-- enqueue(), enqueue_ex(), cron ticks, a plain INSERT or COPY that leaves
+-- the column out all get the same answer. A row that names max_attempts
+-- never runs the trigger (WHEN NEW.max_attempts IS NULL). The two bulk
+-- paths resolve the default themselves, since a trigger runs per row (about
+-- 10 us each): enqueue_many() joins kind_defaults in its one INSERT, and
+-- libskipq's COPY reads the table once at skipq_copy_begin().
 CREATE TABLE skipq.kind_defaults (
     kind         text        PRIMARY KEY CHECK (kind ~ '^[A-Za-z0-9_.:-]{1,128}$'),
     max_attempts int         NOT NULL CHECK (max_attempts BETWEEN 1 AND 100000),
@@ -304,8 +306,9 @@ BEGIN
                    coalesce((j ->> 'priority')::int, 0) AS priority,
                    CASE WHEN j ? 'run_at' THEN (j ->> 'run_at')::timestamptz
                         ELSE now() + coalesce((j ->> 'delay_ms')::bigint, 0) * interval '1 millisecond' END AS run_at,
-                   (j ->> 'max_attempts')::int AS max_attempts
-              FROM jsonb_array_elements(jobs) WITH ORDINALITY AS e(j, i)
+                   coalesce((j ->> 'max_attempts')::int, d.max_attempts, 5) AS max_attempts
+              FROM jsonb_array_elements(jobs) WITH ORDINALITY AS el(j, i)
+              LEFT JOIN skipq.kind_defaults d ON d.kind = el.j ->> 'kind'
         ), ins AS (
             INSERT INTO skipq.jobs (queue, kind, payload, priority, run_at, max_attempts)
             SELECT queue, kind, payload, priority, run_at, max_attempts FROM input ORDER BY i

@@ -16,7 +16,8 @@ if(NOT rc EQUAL 0)
 endif()
 file(GLOB_RECURSE got RELATIVE ${PREFIX} ${PREFIX}/*)
 list(SORT got)
-set(want bin/skipq etc/skipq/skipq.ini include/skipq/export.h include/skipq/plugin.h include/skipq/skipq.h
+set(want bin/skipq etc/skipq/skipq.ini include/skipq/export.h include/skipq/plugin.h include/skipq/plugin_test.h
+    include/skipq/skipq.h
     include/skipq/version.h lib/cmake/skipq/skipqConfig.cmake lib/cmake/skipq/skipqConfigVersion.cmake
     lib/cmake/skipq/skipqTargets.cmake lib/pkgconfig/skipq-plugin.pc lib/pkgconfig/skipq.pc
     lib/skipq/noop.so lib/skipq/txn_note.so lib/systemd/system/skipq.service

@@ -5,7 +5,7 @@
  *
  * Times that matter are read on the database clock (started_at, now()).
  * Only the bounded-time properties users rely on are asserted: orphans come
- * back within lease + a few seconds, a SIGTERMed host exits within its grace
+ * back within lease + a few seconds, a SIGTERMed host exits within its grace (and the stop window after it)
  * (+ a margin), a second signal exits at once.
  */
 #include <criterion/criterion.h>

@@ -24,6 +24,24 @@
  * columns named in `numeric` unquoted). */
 #define JSONB_OID 3802 /* pg_type.oid of jsonb: fixed since PostgreSQL 9.4 */
 
+/*
+ * jsonb's text as JSON, with nothing a terminal would obey: jsonb escapes
+ * what JSON requires (below 0x20, '"', '\\') but leaves DEL and the C1
+ * controls (U+0080-U+009F) raw. They can only stand inside strings (the
+ * structure is ASCII), where \u00XX means the same character.
+ */
+static void put_json_inert(FILE *out, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == 0x7f)
+            fputs("\\u007f", out);
+        else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            fprintf(out, "\\u00%02x", p[1]), p++;
+        else
+            fputc(*p, out);
+    }
+}
+
 static void print_rows(FILE *out, const PGresult *res, bool json, const char *numeric)
 {
     int rows = PQntuples(res), cols = PQnfields(res);
@@ -35,8 +53,10 @@ static void print_rows(FILE *out, const PGresult *res, bool json, const char *nu
                 fprintf(out, "%s\"%s\":", c ? "," : "", PQfname(res, c));
                 if (PQgetisnull(res, r, c))
                     fputs("null", out);
-                else if (strstr(numeric, PQfname(res, c)) || PQftype(res, c) == JSONB_OID)
-                    fputs(PQgetvalue(res, r, c), out); /* numbers, and jsonb as JSON (payload, output) */
+                else if (PQftype(res, c) == JSONB_OID)
+                    put_json_inert(out, PQgetvalue(res, r, c)); /* payload, output: JSON, not strings */
+                else if (strstr(numeric, PQfname(res, c)))
+                    fputs(PQgetvalue(res, r, c), out);
                 else
                     sq_json_string(out, PQgetvalue(res, r, c));
             }

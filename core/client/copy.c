@@ -14,6 +14,12 @@
  * run_at is written as the server's now() at skipq_copy_begin() plus each
  * job's delay, so delays are measured on the database clock, as everywhere
  * else in skipq. All rows travel in one COPY statement: all or nothing.
+ *
+ * A job without max_attempts takes its kind's default (skipq.kind_defaults,
+ * else 5), as every way in does. The schema's trigger would fill a NULL in
+ * (sql/056), but it runs per row: the defaults are read once at begin,
+ * like now(), and each row carries its number, so the trigger never fires
+ * for a COPY from here.
  */
 #include <inttypes.h>
 #include <libpq-fe.h>
@@ -38,7 +44,24 @@ struct skipq_copy {
     int64_t max_payload;
     bool failed;        /* the COPY can no longer succeed; end() reports why */
     char why[SKIPQ_ERRBUF_SIZE];
+    PGresult *defaults; /* kind, max_attempts of skipq.kind_defaults, sorted by kind */
 };
+
+/* The kind's default max_attempts as read at begin, else 5. */
+static int default_attempts(const struct skipq_copy *c, const char *kind)
+{
+    int lo = 0, hi = c->defaults ? PQntuples(c->defaults) : 0;
+    while (lo < hi) { /* ORDER BY kind COLLATE "C": byte order, as strcmp */
+        int mid = (lo + hi) / 2, cmp = strcmp(PQgetvalue(c->defaults, mid, 0), kind);
+        if (cmp == 0)
+            return atoi(PQgetvalue(c->defaults, mid, 1));
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 5;
+}
 
 static const char COPY_SQL[] =
     "COPY skipq.jobs (queue, kind, payload, priority, run_at, max_attempts) FROM STDIN";
@@ -152,6 +175,15 @@ skipq_rc skipq_copy_begin(PGconn *conn, skipq_copy **out, char *errbuf, size_t e
     c->now_us = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     c->max_payload = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
     PQclear(res);
+    res = NULL;
+    c->defaults = sq_db_query(conn,
+                              "SELECT kind, max_attempts FROM skipq.kind_defaults"
+                              " ORDER BY kind COLLATE \"C\"",
+                              0, NULL, msg, sizeof msg);
+    if (!c->defaults) {
+        snprintf(errbuf, errlen, "cannot read the kinds' defaults (skipq.kind_defaults): %s", msg);
+        goto fail;
+    }
     res = PQexec(conn, COPY_SQL);
     if (PQresultStatus(res) != PGRES_COPY_IN) {
         sq_db_error(conn, res, msg, sizeof msg);
@@ -163,6 +195,7 @@ skipq_rc skipq_copy_begin(PGconn *conn, skipq_copy **out, char *errbuf, size_t e
     return SKIPQ_OK;
 fail:
     PQclear(res);
+    PQclear(c->defaults);
     free(c);
     return rc;
 }
@@ -234,11 +267,8 @@ skipq_rc skipq_copy_add(skipq_copy *c, const char *kind, const char *payload, co
     put_escaped(c, payload);
     c->len += (size_t)snprintf(c->buf + c->len, 16, "\t%d\t", o->priority);
     put_timestamp(c, c->now_us + o->delay_ms * 1000);
-    /* \N: the kind's default, filled in by the schema's trigger (056). */
-    if (o->max_attempts)
-        c->len += (size_t)snprintf(c->buf + c->len, 16, "\t%d\n", o->max_attempts);
-    else
-        c->len += (size_t)snprintf(c->buf + c->len, 16, "\t\\N\n");
+    c->len += (size_t)snprintf(c->buf + c->len, 16, "\t%d\n",
+                               o->max_attempts ? o->max_attempts : default_attempts(c, kind));
     c->rows++;
     if (c->len >= COPY_FLUSH_BYTES && !flush(c)) {
         snprintf(errbuf, errlen, "%s", c->why);
@@ -288,6 +318,7 @@ static skipq_rc finish(skipq_copy *c, const char *abort_msg, int64_t *count_out,
         PQclear(res);
     }
     free(c->buf);
+    PQclear(c->defaults);
     free(c);
     return rc;
 }
