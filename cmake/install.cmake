@@ -5,12 +5,16 @@
 #
 #   bin/skipq                          the binary
 #   LIBDIR/libskipq.so.N               the client library (SONAME libskipq.so.N), .so link
+#   LIBDIR/libskipq_plugin_test.so.N   the plugin test kit (skipq/plugin_test.h; exports only
+#                                      skipq_test_*), .so link
 #   include/skipq/*.h                  the public headers, version.h generated
-#   LIBDIR/skipq/*.so                  the example plugins (SKIPQ_INSTALLED_PLUGINS; never testkit)
+#   LIBDIR/skipq/*.so                  the example plugins (SKIPQ_INSTALLED_PLUGINS: noop,
+#                                      txn_note, webhook, ledger; never testkit)
 #   LIBDIR/pkgconfig/skipq.pc          the client library for pkg-config
 #   LIBDIR/pkgconfig/skipq-plugin.pc   a plugin's headers and flags
+#   LIBDIR/pkgconfig/skipq-plugin-test.pc   a plugin's tests: the test kit
 #   LIBDIR/cmake/skipq/                find_package(skipq): skipq::client, skipq::plugin,
-#                                      skipq_add_plugin()
+#                                      skipq::plugin_test, skipq_add_plugin()
 #   share/skipq/sql/                   the migrations (the binary has them compiled in)
 #   share/man/man{1,5,7}/              skipq(1), skipq.ini(5), skipq-plugin(7) (cmake/man.cmake)
 #   share/doc/skipq/                   README.md, the guides, the out-of-tree plugin template
@@ -57,7 +61,7 @@ cmake_path(ABSOLUTE_PATH SKIPQ_UNIT_DEST BASE_DIRECTORY ${CMAKE_INSTALL_PREFIX} 
 # ---- programs, library, headers, plugins, SQL ------------------------------------------------
 
 install(TARGETS skipq RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS skipq_client EXPORT skipqTargets
+install(TARGETS skipq_client skipq_plugin_test EXPORT skipqTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_COMPONENT Unspecified)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/skipq DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
@@ -96,7 +100,7 @@ string(REGEX REPLACE ".*MAJOR ([0-9]+).*MINOR ([0-9]+).*" "\\1.\\2" SKIPQ_PLUGIN
 # The .pc files find the prefix from their own directory (${pcfiledir}).
 file(RELATIVE_PATH SKIPQ_PC_TO_PREFIX ${CMAKE_INSTALL_PREFIX}/${SKIPQ_PC_DEST} ${CMAKE_INSTALL_PREFIX})
 string(REGEX REPLACE "/$" "" SKIPQ_PC_TO_PREFIX "${SKIPQ_PC_TO_PREFIX}")
-foreach(pc skipq skipq-plugin)
+foreach(pc skipq skipq-plugin skipq-plugin-test)
   configure_file(${CMAKE_SOURCE_DIR}/cmake/${pc}.pc.in ${CMAKE_BINARY_DIR}/installed/${pc}.pc @ONLY)
   install(FILES ${CMAKE_BINARY_DIR}/installed/${pc}.pc DESTINATION ${SKIPQ_PC_DEST})
 endforeach()

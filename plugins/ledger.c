@@ -18,7 +18,7 @@
  *         amount_cents bigint NOT NULL, currency text NOT NULL, memo text);
  *
  *     [plugin ledger]
- *     path = /usr/lib/skipq/ledger.so
+ *     path = /usr/lib/x86_64-linux-gnu/skipq/ledger.so
  *     table = public.skipq_ledger
  */
 #include <ctype.h>

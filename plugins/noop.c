@@ -7,7 +7,7 @@
  *
  * INI:
  *     [plugin noop]
- *     path = /usr/lib/skipq/noop.so
+ *     path = /usr/lib/x86_64-linux-gnu/skipq/noop.so
  *     kind = noop        ; optional: register under another kind name
  */
 #include <skipq/plugin.h>

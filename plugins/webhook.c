@@ -23,7 +23,7 @@
  * kind's timeout or the end of a shutdown grace (skipq_job_deadline_ms).
  *
  *     [plugin webhook]
- *     path = /usr/lib/skipq/webhook.so
+ *     path = /usr/lib/x86_64-linux-gnu/skipq/webhook.so
  *     timeout = 10s
  */
 #include <curl/curl.h>

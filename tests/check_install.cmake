@@ -1,6 +1,7 @@
 # check_install.cmake -- what `cmake --install` puts in a prefix: the skipq
-# binary, libskipq (with its SONAME link), the public headers (version.h
-# generated), the example plugins only -- testkit, which crashes the host
+# binary, libskipq and the plugin test kit libskipq_plugin_test (each with
+# its SONAME link), the public headers (version.h generated), the example
+# plugins (noop, txn_note, webhook, ledger) only -- testkit, which crashes the host
 # on request, must never be installed where an operator could load it --,
 # pkg-config and CMake package files, the migrations, the man pages, the
 # documents and the plugin template, the example configuration and the
@@ -19,10 +20,12 @@ list(SORT got)
 set(want bin/skipq etc/skipq/skipq.ini include/skipq/export.h include/skipq/plugin.h include/skipq/plugin_test.h
     include/skipq/skipq.h
     include/skipq/version.h lib/cmake/skipq/skipqConfig.cmake lib/cmake/skipq/skipqConfigVersion.cmake
-    lib/cmake/skipq/skipqTargets.cmake lib/pkgconfig/skipq-plugin.pc lib/pkgconfig/skipq.pc
-    lib/skipq/noop.so lib/skipq/txn_note.so lib/systemd/system/skipq.service
+    lib/cmake/skipq/skipqTargets.cmake lib/pkgconfig/skipq-plugin-test.pc lib/pkgconfig/skipq-plugin.pc
+    lib/pkgconfig/skipq.pc
+    lib/skipq/ledger.so lib/skipq/noop.so lib/skipq/txn_note.so lib/skipq/webhook.so lib/systemd/system/skipq.service
     share/doc/skipq/README.md share/doc/skipq/changelog.gz share/doc/skipq/copyright
     share/doc/skipq/template/CMakeLists.txt share/doc/skipq/template/Makefile share/doc/skipq/template/hello.c
+    share/doc/skipq/template/test_hello.c
     share/man/man1/skipq.1.gz share/man/man5/skipq.ini.5.gz share/man/man7/skipq-plugin.7.gz)
 # Every migration and every page of docs/, by name.
 file(GLOB sql RELATIVE ${SOURCE}/sql ${SOURCE}/sql/*.sql)
@@ -31,8 +34,9 @@ file(GLOB docs RELATIVE ${SOURCE}/docs ${SOURCE}/docs/*.md)
 list(TRANSFORM docs PREPEND share/doc/skipq/docs/)
 list(APPEND want ${sql} ${docs})
 list(SORT want)
-file(GLOB libs RELATIVE ${PREFIX} ${PREFIX}/lib/libskipq.so*)
-foreach(l lib/libskipq.so lib/libskipq.so.${SOVERSION})
+file(GLOB libs RELATIVE ${PREFIX} ${PREFIX}/lib/libskipq.so* ${PREFIX}/lib/libskipq_plugin_test.so*)
+foreach(l lib/libskipq.so lib/libskipq.so.${SOVERSION} lib/libskipq_plugin_test.so
+          lib/libskipq_plugin_test.so.${SOVERSION})
   if(NOT l IN_LIST libs)
     message(FATAL_ERROR "not installed: ${l} (installed: ${libs})")
   endif()
