@@ -149,7 +149,12 @@ struct sq_procs {
     int sigfd;
     char exe[PATH_MAX];
     char *config_path, *db_flag;
-    PGconn *conn;
+    PGconn *conn;          /* the host's session for deaths (session()) */
+    int64_t conn_retry_at; /* when to make it again after a loss */
+    int64_t conn_step;     /* its reconnect backoff, as a worker's */
+    uint32_t conn_seed;
+    unsigned long conn_seen; /* sq_host_reconnect_gen at the last attempt */
+    bool conn_down;          /* the loss was logged; the recovery will be */
     int64_t next_memory;
     long page;
 };
@@ -357,7 +362,9 @@ static void collect(struct sq_procs *ps, struct sq_proc *p, const char *cause, s
     sq_slots_unlock(w);
 }
 
-/* The host's own session, for deaths: made on first need, again after a loss. */
+/* The host's own session, for deaths: made at start, again after a loss
+ * (keep_session), and on need if it is not there. An outage is logged once
+ * and the recovery once, as for every other session of the host. */
 static PGconn *session(struct sq_procs *ps)
 {
     char err[512];
@@ -365,13 +372,50 @@ static PGconn *session(struct sq_procs *ps)
         return ps->conn;
     if (ps->conn)
         sq_session_close(&ps->h->sup, &ps->conn);
+    ps->conn_seen = sq_host_reconnect_gen(ps->h);
     /* Cut like a worker's when a call gets no reply (reply_timeout). */
     ps->conn = sq_session_open_for(ps->h, &ps->h->sup, err, sizeof err);
-    if (!ps->conn)
-        log_warn("worker processes: cannot reach the database to record a death (leases will bring the jobs "
-                 "back): %s",
-                 err);
+    if (!ps->conn) {
+        if (!ps->conn_down)
+            log_warn("worker processes: cannot reach the database to record deaths (leases will bring the jobs "
+                     "back), retrying with backoff up to %ds: %s",
+                     SQ_RECONNECT_MAX_MS / 1000, err);
+        ps->conn_down = true;
+        ps->conn_retry_at = sq_now_ms() + sq_reconnect_backoff(&ps->conn_step, &ps->conn_seed);
+        return NULL;
+    }
+    if (ps->conn_down) {
+        log_info("worker processes: connected to the database again");
+        sq_host_reconnected(ps->h);
+    }
+    ps->conn_down = false;
+    ps->conn_step = SQ_RECONNECT_MIN_MS;
     return ps->conn;
+}
+
+/*
+ * Keep the session for deaths up between deaths. Its loss shows on its
+ * socket (the server closed it), seen here at once; it is made again with
+ * a worker's backoff, or as soon as another session of this host got
+ * through. So after an outage the first death is recorded without waiting
+ * for a connection, and the host's sessions are all back together.
+ */
+static void keep_session(struct sq_procs *ps, bool readable, int64_t now)
+{
+    if (ps->conn && readable) {
+        PGnotify *n;
+        bool lost = !PQconsumeInput(ps->conn) || PQstatus(ps->conn) != CONNECTION_OK;
+        while ((n = PQnotifies(ps->conn)))
+            PQfreemem(n);
+        if (lost) {
+            sq_session_close(&ps->h->sup, &ps->conn);
+            ps->conn_retry_at = now; /* the first attempt at once, as a worker's */
+        }
+    }
+    if (ps->conn || atomic_load(&ps->h->stopping))
+        return;
+    if (now >= ps->conn_retry_at || sq_host_reconnect_gen(ps->h) != ps->conn_seen)
+        session(ps);
 }
 
 static void count_applied(struct sq_procs *ps, const struct death *d, const char *applied)
@@ -662,10 +706,12 @@ static void *supervise(void *arg)
             ps->v[i].respawn_at = sq_now_ms() + RESPAWN_MAX_MS;
     while (!all_retired(ps)) {
         atomic_store(&h->sup_beat, sq_now_ms());
-        struct pollfd pfd = {.fd = ps->sigfd, .events = POLLIN};
-        if (poll(&pfd, 1, TICK_MS) > 0)
+        struct pollfd pfd[2] = {{.fd = ps->sigfd, .events = POLLIN},
+                                {.fd = ps->conn ? PQsocket(ps->conn) : -1, .events = POLLIN}};
+        if (poll(pfd, 2, TICK_MS) > 0 && (pfd[0].revents & POLLIN))
             drain_sigfd(ps->sigfd);
         reap(ps);
+        keep_session(ps, pfd[1].revents != 0, sq_now_ms());
         if (atomic_load(&ps->killing)) {
             struct timespec ts = {0, 5 * 1000000L};
             nanosleep(&ts, NULL);
@@ -744,6 +790,8 @@ bool sq_procs_setup(struct sq_host *h, const char *db_flag, char *err, size_t er
     ps->n = n;
     ps->memfd = -1;
     ps->sigfd = -1;
+    ps->conn_step = SQ_RECONNECT_MIN_MS;
+    ps->conn_seed = (uint32_t)(sq_now_ms() ^ ((int64_t)getpid() << 12));
     ps->page = sysconf(_SC_PAGESIZE);
     pthread_mutex_init(&ps->lock, NULL);
     ps->nkinds = sq_kinds_count(h->kinds);

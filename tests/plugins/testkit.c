@@ -50,6 +50,7 @@
 #include <libpq-fe.h>
 #include <signal.h>
 #include <skipq/plugin.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,8 +118,9 @@ static bool json_str(const char *json, const char *key, char *buf, size_t len)
 }
 
 /* The last leaked block ("leak_bytes"), written so the allocation and its
- * memset are observable and cannot be optimised away. */
-static char *volatile leak_sink;
+ * memset are observable and cannot be optimised away; atomic, because
+ * handlers on several threads leak at once. */
+static _Atomic(char *) leak_sink;
 
 /* Never equal to a real depth: stops the compiler from proving the
  * recursion below endless (-Winfinite-recursion) or ending it itself. */
@@ -188,7 +190,7 @@ static skipq_outcome run(skipq_job *job, void *userdata)
         char *lost = malloc((size_t)leak);
         if (lost)
             memset(lost, 0xA5, (size_t)leak); /* touch it, so it is really used */
-        leak_sink = lost; /* escapes: the compiler may not drop the block */
+        atomic_store(&leak_sink, lost); /* escapes: the compiler may not drop the block */
     }
     long long spin_ms = json_int(p, "spin_ms", 0);
     if (spin_ms > 0)
