@@ -481,6 +481,30 @@ Test(config, kind_lease_not_longer_than_heartbeat, .timeout = 60)
                  "[kind slow]", "lease must be longer than [host] heartbeat", "5000ms");
 }
 
+Test(config, connections_default_to_one_per_thread_up_to_eight, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("conns.ini", "[queue a]\nthreads = 3\n[queue b]\nthreads = 64\n"
+                                                 "[queue c]\nthreads = 64\nconnections = 2\n"
+                                                 "[queue d]\nthreads = 4\nisolation = process\n");
+    cr_expect_eq(sq_config_connections(group(cfg, "a")), 3);
+    cr_expect_eq(sq_config_connections(group(cfg, "b")), SQ_AUTO_CONNECTIONS);
+    cr_expect_eq(sq_config_connections(group(cfg, "c")), 2);
+    cr_expect_eq(sq_config_connections(group(cfg, "d")), 4, "a worker process has a session of its own");
+    sq_config_free(cfg);
+}
+
+Test(config, more_connections_than_threads_is_refused, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nthreads = 2\nconnections = 4\n", 1, "[queue q]", "connections (4)",
+                 "threads (2)");
+}
+
+Test(config, connections_with_process_isolation_is_refused, .timeout = 60)
+{
+    expect_error("e.ini", "[queue q]\nthreads = 8\nconnections = 2\nisolation = process\n", 1, "[queue q]",
+                 "connections", "isolation = thread");
+}
+
 Test(config, backoff_base_larger_than_cap, .timeout = 60)
 {
     expect_error("e.ini", "[queue q]\nthreads = 1\n[kind k]\nbackoff_base = 10m\nbackoff_cap = 1m\n", 3, "[kind k]",

@@ -337,6 +337,54 @@ Test(faults, sigterm_releases_long_jobs_after_grace, .timeout = 120)
     th_assert_clean_log(b.ini);
 }
 
+/*
+ * Threads sharing one session: at SIGTERM the handlers that started finish
+ * within the grace and their outcomes are recorded; the jobs claimed ahead
+ * for them and not started go back to pending at once, uncharged. Nothing is
+ * lost or run twice, and another host finishes the rest.
+ */
+Test(faults, sigterm_on_a_shared_session_finishes_started_jobs_and_gives_back_the_rest, .timeout = 120)
+{
+    if (th_process_mode())
+        cr_skip_test("sessions are shared by threads, not by worker processes");
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    const int jobs = 40;
+    th_execf(c, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 400}')) FROM generate_series(1, %d)", jobs);
+    no_tsan_exit_sleep();
+    struct host h = {.name = "sharedA"}, b = {.name = "sharedB"};
+    h.ini = host_ini_timed(&db, h.name, "30s", "10s",
+                           "[queue default]\nthreads = 4\nconnections = 1\nisolation = thread\n");
+    b.ini = host_ini_timed(&db, b.name, "30s", "1s", "[queue default]\nthreads = 4\n");
+    struct host *hs[] = {&h}, *bs[] = {&b};
+    host_start(&h);
+    /* Four running and up to four claimed ahead: wait for the claims to
+     * grow past what the four threads can run at once. */
+    cr_assert_geq(th_wait_at_least(c, 6, 30000, 20, hs, 1, RUNNING_SQL), 6, "the host never claimed ahead");
+
+    kill(h.pid, SIGTERM);
+    int st = host_wait_exit(&h, 15000);
+    cr_assert_eq(st, 0, "host exit status %d after SIGTERM", st);
+    cr_assert_eq(th_scalar(c, RUNNING_SQL), 0, "an execution was left running");
+    long long done = th_scalar(c, DONE_SQL);
+    long long back = th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status = 'interrupted'");
+    cr_assert_geq(done, 4, "the started jobs did not finish within the grace");
+    cr_assert_gt(back, 0, "no job claimed ahead was given back");
+    /* Given back uncharged: pending at once, its budget one larger. */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j JOIN skipq.job_executions e ON e.job_id = j.id"
+                              " WHERE e.status = 'interrupted' AND (j.status <> 'pending' OR j.max_attempts <> 6"
+                              "   OR j.lease_expires_at IS NOT NULL OR j.run_at > now())"),
+                 0, "a job given back is not pending at once with its attempt refunded");
+
+    host_start(&b);
+    cr_assert_eq(th_wait_at_least(c, jobs, 60000, 20, bs, 1, DONE_SQL), jobs, "host B did not finish the rest");
+    cr_assert_eq(host_stop(&b, 15000), 0);
+    assert_each_done_once(c);
+    th_assert_clean_log(h.ini);
+    th_assert_clean_log(b.ini);
+}
+
 /* ---- 5. a second signal ---------------------------------------------------------------- */
 
 Test(faults, second_sigterm_exits_at_once, .timeout = 120)

@@ -217,7 +217,11 @@ Test(hammer, one_host_sixteen_threads, .timeout = 600)
     h.ini = th_host_ini(&db, h.name, NULL, ledger, "[queue default]\nthreads = 16\n");
     struct host *hs[] = {&h};
     host_start(&h);
-    cr_assert_geq(th_wait_at_least(db.conn, 17, 60000, 50, hs, 1, CONNECTED_SQL), 17, "host did not connect");
+    /* 16 threads share 8 sessions by default (connections), plus the
+     * heartbeat and the listener; in process mode, one per process. */
+    int sessions = th_process_mode() ? 16 + 2 : 8 + 2;
+    cr_assert_geq(th_wait_at_least(db.conn, sessions, 60000, 50, hs, 1, CONNECTED_SQL), sessions,
+                  "host did not connect");
 
     int64_t t0 = th_now_ms();
     th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, %lld)", n);
@@ -294,7 +298,12 @@ Test(hammer, three_hosts_one_ledger, .timeout = 600)
         th_assert_clean_log(h[i].ini);
 }
 
-Test(hammer, mixed_retries_and_transactions, .timeout = 600)
+/*
+ * Two hosts with `queue` (a [queue default] body), then mixed jobs: planned
+ * failures (one retry each), transactional writes, both, and plain ones.
+ * `sessions`: how many sessions both hosts have once up.
+ */
+static void mixed(const char *queue, long long sessions, const char *what)
 {
     struct th_db db;
     th_db_new(&db);
@@ -303,14 +312,16 @@ Test(hammer, mixed_retries_and_transactions, .timeout = 600)
     th_execf(db.conn, "CREATE TABLE public.testkit_effects (job_id bigint, execution_id bigint)");
     char ledger[600];
     snprintf(ledger, sizeof ledger, "%s/hammer3.ledger", th_tmpdir());
-    const char *extra = "[queue default]\nthreads = 8\n\n[kind test]\nbackoff_base = 10ms\nbackoff_cap = 50ms\n";
+    char extra[512];
+    snprintf(extra, sizeof extra, "[queue default]\n%s\n[kind test]\nbackoff_base = 10ms\nbackoff_cap = 50ms\n", queue);
     struct host h[2] = {{.name = "hammer3a"}, {.name = "hammer3b"}};
     struct host *hs[2] = {&h[0], &h[1]};
     for (int i = 0; i < 2; i++) {
         h[i].ini = th_host_ini(&db, h[i].name, NULL, ledger, extra);
         host_start(&h[i]);
     }
-    cr_assert_geq(th_wait_at_least(db.conn, 18, 60000, 50, hs, 2, CONNECTED_SQL), 18, "hosts did not connect");
+    cr_assert_geq(th_wait_at_least(db.conn, sessions, 60000, 50, hs, 2, CONNECTED_SQL), sessions,
+                  "hosts did not connect");
 
     int64_t t0 = th_now_ms();
     th_execf(db.conn,
@@ -379,9 +390,58 @@ Test(hammer, mixed_retries_and_transactions, .timeout = 600)
             th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE worker LIKE '%s:%%'", h[0].name),
             h[1].name,
             th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE worker LIKE '%s:%%'", h[1].name));
-    report("mixed, 2 hosts x 8 threads", n, 16, 2, c, wall);
+    report(what, n, 16, 2, c, wall);
     for (int i = 0; i < 2; i++)
         th_assert_clean_log(h[i].ini);
+}
+
+Test(hammer, mixed_retries_and_transactions, .timeout = 600)
+{
+    mixed("threads = 8\n", 18, "mixed, 2 hosts x 8 threads");
+}
+
+/* The same with 24 threads sharing 3 sessions per host: the outcomes of a
+ * claim are recorded together while the next claim runs, and a handler
+ * that writes in the job's transaction does so on its thread's own session
+ * -- its write and the done marker still commit together, exactly once. */
+Test(hammer, mixed_retries_and_transactions_on_shared_sessions, .timeout = 600)
+{
+    if (th_process_mode())
+        cr_skip_test("sessions are shared by threads, not by worker processes");
+    mixed("threads = 24\nconnections = 3\nisolation = thread\n", 2 * (3 + 2), "mixed, 2 hosts x 24 threads on 3 sessions");
+}
+
+/* Many threads on few sessions: 64 threads, 4 sessions, 20,000 jobs
+ * (scaled), each done exactly once, every invariant holding after. */
+Test(hammer, one_host_sixty_four_threads_on_four_sessions, .timeout = 600)
+{
+    if (th_process_mode())
+        cr_skip_test("sessions are shared by threads, not by worker processes");
+    struct th_db db;
+    th_db_new(&db);
+    const long long n = th_scaled(20000, 200);
+    char ledger[600];
+    snprintf(ledger, sizeof ledger, "%s/pool.ledger", th_tmpdir());
+    struct host h = {.name = "pool"};
+    h.ini = th_host_ini(&db, h.name, NULL, ledger, "[queue default]\nthreads = 64\nconnections = 4\nisolation = thread\n");
+    struct host *hs[] = {&h};
+    host_start(&h);
+    cr_assert_geq(th_wait_at_least(db.conn, 4 + 2, 60000, 50, hs, 1, CONNECTED_SQL), 4 + 2, "host did not connect");
+
+    int64_t t0 = th_now_ms();
+    th_execf(db.conn, "SELECT count(skipq.enqueue('test', CASE WHEN i %% 3 = 0 THEN '{\"sleep_ms\": 2}' ELSE '{}' END::jsonb))"
+                      " FROM generate_series(1, %lld) i", n);
+    long long done = th_wait_at_least(db.conn, n, 300000, 100, hs, 1, DONE_SQL);
+    int64_t wall = th_now_ms() - t0;
+    cr_assert_eq(done, n, "only %lld of %lld jobs done after 300 s", done, n);
+    /* Four sessions, not one per thread: no handler here asks for one. */
+    cr_expect_eq(th_scalar(db.conn, CONNECTED_SQL), 4 + 2, "the host has more sessions than its 4 and 2");
+    cr_assert_eq(host_stop(&h, 20000), 0, "host did not stop cleanly on SIGTERM");
+
+    check_exactly_once(db.conn, n, ledger);
+    th_check_invariants(db.conn);
+    report("1 host x 64 threads on 4 sessions", n, 64, 1, db.conn, wall);
+    th_assert_clean_log(h.ini);
 }
 
 /* The load scenario: 100,000 jobs (scaled), 4 host processes x 8 threads

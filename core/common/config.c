@@ -582,6 +582,19 @@ static bool validate(struct sq_config *cfg, int host_line, char *err, size_t err
             return false;
         }
     }
+    for (size_t i = 0; i < cfg->ngroups; i++) {
+        const struct sq_group_conf *g = &cfg->groups[i];
+        if (g->connections > g->threads) {
+            snprintf(err, errlen, "%s:%d: [queue %s] connections (%d) is more than threads (%d): a session serves "
+                     "at least one thread", cfg->path, g->line, g->queue, g->connections, g->threads);
+            return false;
+        }
+        if (g->connections && g->connections != g->threads && g->isolation == SQ_ISOLATION_PROCESS) {
+            snprintf(err, errlen, "%s:%d: [queue %s] connections applies to isolation = thread: each worker "
+                     "process has one session and runs one handler", cfg->path, g->line, g->queue);
+            return false;
+        }
+    }
     if (!check_required(cfg, SQ_SECT_CRON, err, errlen))
         return false;
     for (size_t i = 0; i < cfg->ncrons; i++) {
@@ -705,6 +718,15 @@ bool sq_config_check_runnable(const struct sq_config *cfg, char *err, size_t err
         return false;
     }
     return true;
+}
+
+int sq_config_connections(const struct sq_group_conf *g)
+{
+    if (g->isolation == SQ_ISOLATION_PROCESS)
+        return g->threads;
+    if (g->connections)
+        return g->connections;
+    return g->threads < SQ_AUTO_CONNECTIONS ? g->threads : SQ_AUTO_CONNECTIONS;
 }
 
 const struct sq_kind_conf *sq_config_kind(const struct sq_config *cfg, const char *kind)

@@ -36,6 +36,7 @@ struct sq_plugin_conf {
 struct sq_group_conf {
     char *queue;
     int threads;
+    int connections; /* sessions the threads claim through; 0: auto (sq_config_connections) */
     int batch;    /* most jobs a thread claims per round trip */
     char **kinds; /* NULL: every kind a plugin registered */
     size_t nkinds;
@@ -136,6 +137,11 @@ bool sq_parse_listen(const char *value, struct sockaddr_storage *addr, socklen_t
 struct sq_config *sq_config_load(const char *path, char *err, size_t errlen);
 void sq_config_free(struct sq_config *cfg);
 /* The [kind NAME] section for `kind`, or NULL. */
+/* How many database sessions group g claims and records through: its
+ * `connections`, or with 0 (auto) one per thread up to SQ_AUTO_CONNECTIONS. */
+int sq_config_connections(const struct sq_group_conf *g);
+#define SQ_AUTO_CONNECTIONS 8
+
 const struct sq_kind_conf *sq_config_kind(const struct sq_config *cfg, const char *kind);
 /* The policy `kind` runs with: its [kind NAME] section, or the defaults. */
 const struct sq_kind_conf *sq_config_kind_policy(const struct sq_config *cfg, const char *kind);

@@ -285,7 +285,15 @@ const struct sq_option sq_options[] = {
 
     /* [queue NAME] */
     {SQ_SECT_QUEUE, "threads", SQ_OPT_INT, QUEUE(threads), .def = 1, .min = 1, .max = SQ_MAX_THREADS,
-     .help = "threads serving queue NAME (at most 256 in all the host's queues)"},
+     .help = "threads serving queue NAME: how many of its jobs run at once (at most 256 in all the host's queues)"},
+    {SQ_SECT_QUEUE, "connections", SQ_OPT_INT, QUEUE(connections), .def = 0, .min = 0, .max = SQ_MAX_THREADS,
+     .shown = "auto: `threads`, at most 8",
+     .help = "database sessions the group's threads claim and record through. With fewer sessions than threads, "
+             "each session claims for a share of the threads and records their outcomes together, claiming the "
+             "next jobs while the last ones run: many slow (I/O-bound) handlers on few server backends. A handler "
+             "that asks for the job's connection (`skipq_job_conn`) gets a session of its own thread, opened on "
+             "first use and kept, so its writes still commit with the job's done marker. With `isolation = "
+             "process` each worker process has one session"},
     {SQ_SECT_QUEUE, "kinds", SQ_OPT_LIST, QUEUE(kinds), .aux = offsetof(struct sq_group_conf, nkinds),
      .what = "kind", .shown = "every kind a plugin registered",
      .help = "comma-separated kinds this group serves; naming a kind no plugin registered is an error"},

@@ -157,6 +157,7 @@ bool sq_pending_init(struct sq_pending *p, int cap)
 {
     memset(p, 0, sizeof *p);
     size_t n = (size_t)cap;
+    p->slot_n = cap;
     p->o.ids = calloc(n, sizeof *p->o.ids);
     p->o.execs = calloc(n, sizeof *p->o.execs);
     p->o.outcomes = calloc(n, sizeof *p->o.outcomes);
@@ -241,6 +242,6 @@ void sq_pending_flush_one_by_one(struct sq_worker *w, PGconn **connp, struct sq_
         sq_complete_log(p->kinds[i], *connp, &p->jobs[i], r, p->o.errors[i]);
         note_retry(w, r, p->o.delays[i], sq_now_ms());
     }
-    sq_slots_clear(w); /* before the strings the slots point to */
+    sq_slots_clear(w, p->slot_base, p->slot_n); /* before the strings the slots point to */
     sq_pending_clear(p);
 }

@@ -20,6 +20,7 @@ struct sq_pending {
     struct sq_kind **kinds;  /* each job's kind (NULL: not registered) */
     char *applied;           /* what the cycle made of each (enum sq_complete) */
     bool retried;            /* a cycle carrying these outcomes failed once already */
+    int slot_base, slot_n;   /* the worker's slots these jobs hold: [base, base + n) */
 };
 
 /* Room for `cap` outcomes (a worker's batch). False: out of memory (free

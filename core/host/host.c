@@ -124,6 +124,7 @@ bool sq_host_build_groups(struct sq_host *h, char *err, size_t errlen)
         struct sq_group *g = &h->groups[i];
         g->queue = gc->queue;
         g->threads = gc->threads;
+        g->connections = sq_config_connections(gc);
         g->batch = gc->batch;
         g->process = gc->isolation == SQ_ISOLATION_PROCESS;
         g->max_jobs = gc->max_jobs;
@@ -179,7 +180,7 @@ static bool build_workers(struct sq_host *h, const char *db_flag, char *err, siz
 {
     int total = 0;
     for (size_t i = 0; i < h->ngroups; i++)
-        total += h->groups[i].threads;
+        total += h->groups[i].connections;
     h->workers = calloc((size_t)total, sizeof *h->workers);
     h->lives = calloc((size_t)total, sizeof *h->lives);
     if (!h->workers || !h->lives)
@@ -187,14 +188,17 @@ static bool build_workers(struct sq_host *h, const char *db_flag, char *err, siz
     h->nworkers = total;
     int idx = 0;
     for (size_t i = 0; i < h->ngroups; i++) {
-        for (int t = 0; t < h->groups[i].threads; t++, idx++) {
+        const struct sq_group *g = &h->groups[i];
+        for (int t = 0; t < g->connections; t++, idx++) {
             struct sq_worker *w = &h->workers[idx];
             w->host = h;
             w->index = idx;
             w->group = &h->groups[i];
             snprintf(w->name, sizeof w->name, "w%d", idx);
             snprintf(w->ident, sizeof w->ident, "%s:%d:%s", h->name, (int)getpid(), w->name);
-            w->nslots = w->group->batch;
+            /* The group's threads shared out among its sessions. */
+            w->handlers = g->threads / g->connections + (t < g->threads % g->connections ? 1 : 0);
+            w->nslots = w->handlers > 1 ? 2 * sq_worker_claim_cap(w) : g->batch;
             w->slots_lock = &h->slots_lock;
             w->live = &h->lives[idx];
             pthread_mutex_init(&w->conn_lock, NULL);
@@ -539,9 +543,9 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         goto join;
     }
     for (size_t i = 0; i < h->ngroups; i++)
-        log_info("queue \"%s\": %d %s, batch %d, kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
-                 h->groups[i].threads, h->groups[i].process ? "worker process(es)" : "thread(s)", h->groups[i].batch,
-                 h->groups[i].kinds_array, cfg->lease_ms);
+        log_info("queue \"%s\": %d %s on %d session(s), batch %d, kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
+                 h->groups[i].threads, h->groups[i].process ? "worker process(es)" : "thread(s)",
+                 h->groups[i].connections, h->groups[i].batch, h->groups[i].kinds_array, cfg->lease_ms);
     log_info("skipq %s started as %s (pid %d): %d worker(s), heartbeat every %" PRId64 "ms", SKIPQ_VERSION, h->name,
              (int)getpid(), h->nworkers, cfg->heartbeat_ms);
     rc = signal_loop(h, &set);

@@ -50,6 +50,8 @@ struct pg_conn *sq_job_conn(skipq_job *job)
     struct sq_job_ctx *c = ctx_of(job);
     if (c->in_txn)
         return c->conn;
+    if (!c->conn && c->lazy && !c->conn_broken && !(c->conn = sq_job_session(c)))
+        return NULL;
     if (c->conn_broken || !c->conn)
         return NULL;
     /* The session runs skipq's statements with enable_seqscan and jit off
@@ -136,10 +138,24 @@ int sq_job_output(skipq_job *job, const char *json, size_t len)
 static const char OUTPUT_SQL[] =
     "UPDATE skipq.job_executions SET output = $2::pg_catalog.jsonb WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8";
 
+PGconn *sq_job_session(struct sq_job_ctx *c)
+{
+    if (c->conn || !c->lazy)
+        return c->conn;
+    char err[512];
+    struct sq_worker *w = c->lazy_owner;
+    c->conn = *c->lazy = c->open(w, err, sizeof err);
+    if (!c->conn)
+        log_warn("job %" PRId64 ": cannot open a session for its handler thread: %s", c->pub.id, err);
+    return c->conn;
+}
+
 void sq_job_output_save(struct sq_job_ctx *c, PGconn *conn)
 {
     if (!c->output)
         return;
+    if (!conn && c->lazy)
+        conn = sq_job_session(c);
     char id[24], err[512] = "the connection was lost";
     snprintf(id, sizeof id, "%" PRId64, c->pub.execution_id);
     const char *params[2] = {id, c->output};

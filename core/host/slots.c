@@ -78,10 +78,10 @@ void sq_slot_start(struct sq_worker *w, int k, int64_t timeout_ms)
     sq_slots_unlock(w);
 }
 
-void sq_slots_clear(struct sq_worker *w)
+void sq_slots_clear(struct sq_worker *w, int from, int n)
 {
     sq_slots_lock(w);
-    for (int k = 0; k < w->nslots; k++)
+    for (int k = from; k < from + n && k < w->nslots; k++)
         w->slots[k].job_id = 0;
     sq_slots_unlock(w);
 }

@@ -31,7 +31,8 @@ bool sq_slot_returned(struct sq_worker *w, int k);
  * ends. The slot keeps a copy of `error` (SQ_SLOT_ERROR bytes at most). */
 void sq_slot_finish(struct sq_worker *w, int k, short outcome, int64_t delay_ms, const char *error);
 void sq_slot_clear(struct sq_worker *w, int k);
-void sq_slots_clear(struct sq_worker *w);
+/* Free slots [from, from + n). */
+void sq_slots_clear(struct sq_worker *w, int from, int n);
 
 /* ---- every slot of the host ---- */
 

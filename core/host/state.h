@@ -47,7 +47,8 @@ struct sq_group {
     size_t nkinds;
     char *kinds_array;  /* the same as a PostgreSQL text[] literal */
     char *leases_array; /* lease per kind (ms), int8[] literal */
-    int threads;
+    int threads;        /* handlers running at once */
+    int connections;    /* workers (sessions) they are shared among */
     int batch;          /* most jobs one thread claims at once */
     pthread_cond_t wake; /* idle threads of this group wait here (host->lock) */
     atomic_ulong wake_gen; /* bumped by every wake, so one that lands while a
@@ -124,8 +125,9 @@ struct sq_worker {
     bool started;
     char name[16];
     char ident[160]; /* host:pid:wN, stored in locked_by and job_executions */
-    struct sq_slot *slots; /* group->batch of them */
+    struct sq_slot *slots; /* nslots of them: group->batch, or two claims' worth with handler threads */
     int nslots;
+    int handlers; /* threads running its jobs: 1, the worker's own; more: a pool (pool.c) */
     pthread_mutex_t *slots_lock; /* the host's; process mode: robust, process-shared */
     struct sq_worker_live *live;
     /* The socket of the worker's session, so that a call with no reply can

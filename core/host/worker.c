@@ -46,20 +46,37 @@
 #include "host/kinds.h"
 #include "host/pause.h"
 #include "host/plugin.h"
+#include "host/pool.h"
 #include "host/queue.h"
 #include "host/session.h"
 #include "host/slots.h"
 #include "host/state.h"
 #include "host/wake.h"
 
+/* Who runs a job: the worker's own thread on its session, or a handler
+ * thread of its pool on a session of the thread's own, made on need. */
+struct runner {
+    struct sq_worker *owner; /* whose session connp is (reconnects, logs) */
+    PGconn **connp;
+    struct sq_pool *pool; /* NULL: the worker's thread, alone */
+    uint32_t *seed;
+};
+
+/* A handler thread's session, made when its handler first needs one. */
+static PGconn *open_session(struct sq_worker *owner, char *err, size_t errlen)
+{
+    return sq_session_open_for(owner->host, owner, err, errlen);
+}
+
 /*
  * Run the job held in slot k. Its outcome either goes to `pend` (recorded,
  * with its slot freed, by the next cycle) or, for a handler that used the
  * job's transaction, is committed here with the handler's writes.
  */
-static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claimed *c, struct sq_kind *kr,
-                    struct sq_pending *pend, uint32_t *seed)
+static void run_job(struct sq_worker *w, const struct runner *r, int k, struct sq_claimed *c, struct sq_kind *kr,
+                    struct sq_pending *pend)
 {
+    PGconn **connp = r->connp;
     struct sq_slot *slot = &w->slots[k];
     const struct sq_handler *hd = kr ? kr->handler : NULL;
     int64_t timeout_ms = kr ? atomic_load(&kr->timeout_ms) : 0;
@@ -81,6 +98,9 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
                 .max_attempts = c->max_attempts},
         .slot = slot,
         .conn = *connp,
+        .lazy = r->pool ? connp : NULL,
+        .lazy_owner = r->owner,
+        .open = open_session,
         .retry_ms = -1,
     };
     sq_slot_start(w, k, timeout_ms);
@@ -90,13 +110,15 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
         snprintf(ctx.error, sizeof ctx.error, "no handler registered for kind \"%s\"", c->kind);
         out = SKIPQ_RETRY;
     } else {
-        atomic_store(&w->live->busy, true);
+        if (!r->pool)
+            atomic_store(&w->live->busy, true);
         int64_t t0 = sq_now_us();
         out = hd->fn(&ctx.pub, hd->userdata);
         if (kr)
             sq_kind_observe(kr, sq_now_us() - t0);
         atomic_store(&w->live->beat, sq_now_ms());
-        atomic_store(&w->live->busy, false);
+        if (!r->pool)
+            atomic_store(&w->live->busy, false);
         atomic_fetch_add(&w->live->jobs, 1);
         if (out != SKIPQ_DONE && out != SKIPQ_RETRY && out != SKIPQ_FAIL) {
             snprintf(ctx.error, sizeof ctx.error, "handler returned %d, which is not a skipq_outcome", (int)out);
@@ -116,12 +138,14 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
 
     if (ctx.conn_broken) {
         sq_job_output_save(&ctx, NULL);
-        sq_session_close(w, connp);
+        if (*connp)
+            sq_session_close(r->owner, connp);
+        ctx.lazy = NULL; /* the output is not saved on a new session either */
     } else if (ctx.in_txn) {
-        enum sq_complete r = sq_complete_in_txn(w, connp, c, &out, ctx.error, sizeof ctx.error);
+        enum sq_complete rc = sq_complete_in_txn(r->owner, connp, c, &out, ctx.error, sizeof ctx.error);
         sq_job_output_save(&ctx, *connp);
-        if (r != SQ_COMPLETE_ERROR) {
-            sq_complete_log(kr, *connp, c, r, ctx.error);
+        if (rc != SQ_COMPLETE_ERROR) {
+            sq_complete_log(kr, *connp, c, rc, ctx.error);
             sq_slot_clear(w, k);
             sq_claimed_clear(c);
             return;
@@ -130,9 +154,13 @@ static void run_job(struct sq_worker *w, PGconn **connp, int k, struct sq_claime
     sq_job_output_save(&ctx, *connp); /* before the outcome: no-op if saved above */
     int64_t delay = ctx.retry_ms;
     if (delay < 0)
-        delay = sq_kind_backoff(kr, c->attempt, seed);
+        delay = sq_kind_backoff(kr, c->attempt, r->seed);
+    if (r->pool)
+        sq_pool_lock(r->pool); /* the pending list is the batch's, shared by its handler threads */
     size_t i = sq_pending_add(pend, c, kr, out, delay, ctx.error);
     sq_slot_finish(w, k, (short)out, pend->o.delays[i], pend->o.errors[i]);
+    if (r->pool)
+        sq_pool_unlock(r->pool);
 }
 
 /* Shutdown began with claimed jobs not started: give them back now. */
@@ -159,10 +187,10 @@ static void release_unstarted(struct sq_worker *w, PGconn *conn, struct sq_claim
  * expire, uncharged (a job with max_attempts = 1 would otherwise end dead
  * without having run). False when the connection was lost again.
  */
-static bool recover_lost_claims(struct sq_worker *w, PGconn **connp, const struct sq_pending *pend)
+static bool recover_lost_claims(struct sq_worker *w, PGconn **connp, const int64_t *held, size_t nheld)
 {
     char err[512];
-    int n = sq_queue_recover(*connp, w->ident, pend->o.ids, pend->o.n, err, sizeof err);
+    int n = sq_queue_recover(*connp, w->ident, held, nheld, err, sizeof err);
     if (n > 0)
         log_info("%s: gave back %d job(s) claimed just before the connection was lost", w->name, n);
     if (n >= 0)
@@ -239,9 +267,209 @@ static void worker_exit(struct sq_host *h)
     pthread_mutex_unlock(&h->lock);
 }
 
+/* ---- a worker with a pool of handler threads ([queue] connections < threads) ---- */
+
+int sq_worker_claim_cap(const struct sq_worker *w)
+{
+    int batch = w->group->batch;
+    return w->handlers > 1 && w->handlers < batch ? w->handlers : batch;
+}
+
+/*
+ * One of the worker's two claims in flight: while the handler threads run
+ * one, the session records the other's outcomes and claims its next jobs,
+ * so the handlers never wait for a round trip while the backlog is deep.
+ * Each half has its own slots (base, base + cap), pending list and jobs.
+ */
+struct half {
+    struct sq_worker *w;
+    struct sq_pool *pool;
+    int base;
+    struct sq_claimed *claimed;
+    struct sq_kind **kinds;
+    struct sq_pending pend;
+    struct sq_batch b;
+    int asked;   /* the claim's limit */
+    bool active; /* b is in the pool, not yet waited for */
+};
+
+static void run_pooled(struct sq_hand *hd, struct sq_batch *b, int i)
+{
+    struct half *x = b->arg;
+    struct runner r = {.owner = &hd->session, .connp = &hd->conn, .pool = x->pool, .seed = &hd->seed};
+    run_job(x->w, &r, x->base + i, &x->claimed[i], x->kinds[i], &x->pend);
+}
+
+static bool half_init(struct half *x, struct sq_worker *w, int base, int cap)
+{
+    memset(x, 0, sizeof *x);
+    x->w = w;
+    x->base = base;
+    x->b.arg = x;
+    x->claimed = calloc((size_t)cap, sizeof *x->claimed);
+    x->kinds = calloc((size_t)cap, sizeof *x->kinds);
+    bool ok = x->claimed && x->kinds && sq_pending_init(&x->pend, cap);
+    x->pend.slot_base = base;
+    return ok;
+}
+
+static void half_free(struct half *x)
+{
+    free(x->claimed);
+    free(x->kinds);
+    sq_pending_free(&x->pend);
+}
+
+/* Wait for x's jobs; once the host stops, give back those never started.
+ * Returns the size of the next claim. */
+static int half_finish(struct half *x, PGconn *conn, int cap)
+{
+    struct sq_worker *w = x->w;
+    atomic_store(&w->live->busy, true); /* waiting on handlers, not on the database */
+    int taken = sq_pool_wait(x->pool, &x->b);
+    atomic_store(&w->live->busy, false);
+    atomic_store(&w->live->beat, sq_now_ms());
+    x->active = false;
+    if (taken < x->b.n) {
+        release_unstarted(w, conn, x->claimed + taken, x->b.n - taken);
+        sq_slots_clear(w, x->base + taken, x->b.n - taken);
+    }
+    /* By depth alone: the claim's jobs ran side by side, and none waits
+     * behind more than the other half's (the time budget is for a thread
+     * that runs its claim one job after another). */
+    return next_limit(x->asked, x->b.n, cap, 0);
+}
+
+/* The jobs this worker holds besides those a lost cycle of x may have
+ * claimed: x's outcomes, and everything of the other half y. */
+static size_t held_ids(struct half *x, struct half *y, int64_t *ids)
+{
+    size_t n = 0;
+    sq_pool_lock(x->pool); /* y's handlers move jobs into its pending list */
+    for (size_t i = 0; i < x->pend.o.n; i++)
+        ids[n++] = x->pend.o.ids[i];
+    for (size_t i = 0; i < y->pend.o.n; i++)
+        ids[n++] = y->pend.o.ids[i];
+    for (int i = 0; y->active && i < y->b.n; i++)
+        if (y->claimed[i].id)
+            ids[n++] = y->claimed[i].id;
+    sq_pool_unlock(x->pool);
+    return n;
+}
+
+static void *pool_main(struct sq_worker *w)
+{
+    struct sq_host *h = w->host;
+    struct sq_group *g = w->group;
+    uint32_t seed = (uint32_t)(time(NULL) ^ (getpid() << 8) ^ (uint32_t)w->index * 2654435761u);
+    char err[512];
+    sq_log_set_thread(w->name);
+    int cap = sq_worker_claim_cap(w);
+    struct half hf[2];
+    int64_t *held = calloc((size_t)w->nslots, sizeof *held);
+    bool ok = half_init(&hf[0], w, 0, cap) & half_init(&hf[1], w, cap, cap) && held;
+    struct sq_pool *pool = ok ? sq_pool_start(w, w->handlers, run_pooled) : NULL;
+    if (!pool) {
+        log_error("%s: out of memory, or no thread for its %d handlers", w->name, w->handlers);
+        goto out;
+    }
+    hf[0].pool = hf[1].pool = pool;
+    PGconn *conn = NULL;
+    int limit = 1, cur = 0;
+    bool reply_lost = false;
+    struct sq_claim_kinds ck = {0};
+    for (;;) {
+        atomic_store(&w->live->beat, sq_now_ms());
+        struct half *x = &hf[cur], *y = &hf[1 - cur];
+        if (x->active)
+            limit = half_finish(x, conn, cap);
+        bool stopping = atomic_load(&h->stopping);
+        if (stopping && x->pend.o.n == 0) {
+            if (y->active || y->pend.o.n) {
+                cur = 1 - cur;
+                continue;
+            }
+            break;
+        }
+        bool idle = x->pend.o.n == 0 && y->pend.o.n == 0 && !y->active;
+        if (!conn && !(conn = sq_session_reconnect(w, idle)))
+            break;
+        if (reply_lost && !recover_lost_claims(w, &conn, held, held_ids(x, y, held)))
+            continue;
+        reply_lost = false;
+        unsigned long gen = atomic_load(&g->wake_gen);
+        bool claims = !stopping && sq_pause_claims(h, g, &ck);
+        if (!stopping && !claims && x->pend.o.n == 0) {
+            if (y->active || y->pend.o.n) {
+                cur = 1 - cur;
+                continue;
+            }
+            limit = 1;
+            idle_wait(h, g, gen, &seed);
+            continue;
+        }
+        int ask = claims ? limit : 0;
+        int n = sq_queue_cycle(conn, g->queue, ck.kinds ? ck.kinds : g->kinds_array,
+                               ck.kinds ? ck.leases : g->leases_array, w->ident, ask, atomic_load(&g->limited),
+                               &x->pend.o, x->claimed, x->pend.applied, err, sizeof err);
+        if (n < 0) {
+            if (sq_db_conn_lost(conn, NULL)) {
+                log_warn("%s: connection lost: %s", w->name, err);
+                sq_session_close(w, &conn);
+                sq_session_mark(w, false);
+                x->pend.retried = x->pend.o.n > 0;
+                reply_lost = true;
+                continue;
+            }
+            log_error("%s: claim failed: %s", w->name, err);
+            sq_pending_flush_one_by_one(w, &conn, &x->pend);
+            sq_host_wait(h, NULL, 0, atomic_load(&h->poll_ms));
+            continue;
+        }
+        sq_pending_report(w, conn, &x->pend);
+        sq_slots_clear(w, x->base, cap);
+        sq_pending_clear(&x->pend);
+        if (n == 0) {
+            limit = 1;
+            if (y->active || y->pend.o.n)
+                cur = 1 - cur; /* record the other half's jobs when they are done */
+            else if (!stopping)
+                idle_wait(h, g, gen, &seed);
+            continue;
+        }
+        for (int k = 0; k < n; k++) {
+            struct sq_kind *kr = x->kinds[k] = sq_kinds_find(h->kinds, x->claimed[k].kind);
+            if (kr)
+                atomic_fetch_add_explicit(&kr->n->claimed, 1, memory_order_relaxed);
+            sq_slot_take(w, x->base + k, &x->claimed[k], kr ? kr->index : -1, kr ? kr->lease_ms : h->cfg->lease_ms);
+        }
+        x->b.n = n;
+        x->asked = ask;
+        x->active = true;
+        sq_pool_submit(pool, &x->b);
+        /* A full claim means a deep backlog: claim the next jobs now, while
+         * these run. A short one drained it: wait for these first. */
+        if (n == ask || y->active)
+            cur = 1 - cur;
+    }
+    if (conn)
+        sq_session_close(w, &conn);
+    sq_claim_kinds_free(&ck);
+out:
+    atomic_store(&w->live->connected, false);
+    sq_pool_free(pool);
+    half_free(&hf[0]);
+    half_free(&hf[1]);
+    free(held);
+    worker_exit(h);
+    return NULL;
+}
+
 void *sq_worker_main(void *arg)
 {
     struct sq_worker *w = arg;
+    if (w->handlers > 1)
+        return pool_main(w);
     struct sq_host *h = w->host;
     struct sq_group *g = w->group;
     uint32_t seed = (uint32_t)(time(NULL) ^ (getpid() << 8) ^ (uint32_t)w->index * 2654435761u);
@@ -273,7 +501,7 @@ void *sq_worker_main(void *arg)
          * main thread ends the process when the grace period is over. */
         if (!conn && !(conn = sq_session_reconnect(w, pend.o.n == 0)))
             break;
-        if (reply_lost && !recover_lost_claims(w, &conn, &pend))
+        if (reply_lost && !recover_lost_claims(w, &conn, pend.o.ids, pend.o.n))
             continue;
         reply_lost = false;
         /* A worker process has no heartbeat thread: it reads skipq.paused
@@ -306,7 +534,7 @@ void *sq_worker_main(void *arg)
             continue;
         }
         sq_pending_report(w, conn, &pend);
-        sq_slots_clear(w); /* before the strings the slots point to */
+        sq_slots_clear(w, 0, w->nslots); /* before the strings the slots point to */
         sq_pending_clear(&pend);
         if (n == 0) {
             limit = next_limit(limit, 0, cap, 0);
@@ -322,8 +550,9 @@ void *sq_worker_main(void *arg)
         }
         int k = 0;
         int64_t t0 = sq_now_us();
+        struct runner self = {.owner = w, .connp = &conn, .seed = &seed};
         for (; k < n && !atomic_load(&h->stopping); k++)
-            run_job(w, &conn, k, &claimed[k], kinds[k], &pend, &seed);
+            run_job(w, &self, k, &claimed[k], kinds[k], &pend);
         limit = next_limit(limit, n, cap, sq_now_us() - t0);
         if (k < n) {
             release_unstarted(w, conn, claimed + k, n - k);

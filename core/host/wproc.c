@@ -121,6 +121,7 @@ static bool build_worker(struct sq_host *h, void *block, const struct spec *sp, 
     snprintf(w->name, sizeof w->name, "w%d", sp->index);
     snprintf(w->ident, sizeof w->ident, "%s:%d:%s", h->name, (int)getpid(), w->name);
     w->nslots = w->group->batch;
+    w->handlers = 1;
     w->slots = v.slots;
     w->slots_lock = v.lock;
     w->live = v.live;
