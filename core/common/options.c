@@ -172,9 +172,9 @@ const struct sq_opt_section_def sq_opt_sections[SQ_SECT_COUNT] = {
                         "plugin's `init()` (`skipq_config()`)."},
     [SQ_SECT_QUEUE] = {"queue", true, sizeof(struct sq_group_conf), offsetof(struct sq_group_conf, line),
                        "queue names are 1-128 characters of letters, digits and _.:-", SQ_ABSENT_NONE,
-                       "One group of threads serving queue NAME. Each thread has its own connection and claims jobs "
-                       "of this queue whose kind has a handler. A section without keys serves NAME with the "
-                       "defaults."},
+                       "One group of threads serving queue NAME: they run the jobs of this queue whose kind has a "
+                       "handler, claimed through the group's database sessions (`connections`). A section without "
+                       "keys serves NAME with the defaults."},
     [SQ_SECT_KIND] = {"kind", true, sizeof(struct sq_kind_conf), offsetof(struct sq_kind_conf, line),
                       "kind names are 1-128 characters of letters, digits and _.:-", SQ_ABSENT_DEFAULTS,
                       "Retry policy, lease, timeout and global limits of one kind. Kinds without a section use the "

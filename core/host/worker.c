@@ -68,6 +68,17 @@ static PGconn *open_session(struct sq_worker *owner, char *err, size_t errlen)
     return sq_session_open_for(owner->host, owner, err, errlen);
 }
 
+/* Done with a claimed job outside the pending list. A pool's worker reads
+ * its claimed jobs under the pool's lock (held_ids) while handlers run. */
+static void forget(const struct runner *r, struct sq_claimed *c)
+{
+    if (r->pool)
+        sq_pool_lock(r->pool);
+    sq_claimed_clear(c);
+    if (r->pool)
+        sq_pool_unlock(r->pool);
+}
+
 /*
  * Run the job held in slot k. Its outcome either goes to `pend` (recorded,
  * with its slot freed, by the next cycle) or, for a handler that used the
@@ -83,7 +94,7 @@ static void run_job(struct sq_worker *w, const struct runner *r, int k, struct s
     if (atomic_load(&slot->stop)) {
         log_warn("job %" PRId64 " (%s): lease lost before the handler started; not running it", c->id, c->kind);
         sq_slot_clear(w, k);
-        sq_claimed_clear(c);
+        forget(r, c);
         return;
     }
     struct sq_job_ctx ctx = {
@@ -147,7 +158,7 @@ static void run_job(struct sq_worker *w, const struct runner *r, int k, struct s
         if (rc != SQ_COMPLETE_ERROR) {
             sq_complete_log(kr, *connp, c, rc, ctx.error);
             sq_slot_clear(w, k);
-            sq_claimed_clear(c);
+            forget(r, c);
             return;
         }
     }
