@@ -481,13 +481,16 @@ Test(config, kind_lease_not_longer_than_heartbeat, .timeout = 60)
                  "[kind slow]", "lease must be longer than [host] heartbeat", "5000ms");
 }
 
-Test(config, connections_default_to_one_per_thread_up_to_eight, .timeout = 60)
+Test(config, connections_default_to_one_per_thread_up_to_eight_then_one_per_batch, .timeout = 60)
 {
     struct sq_config *cfg = load_ok("conns.ini", "[queue a]\nthreads = 3\n[queue b]\nthreads = 64\n"
                                                  "[queue c]\nthreads = 64\nconnections = 2\n"
-                                                 "[queue d]\nthreads = 4\nisolation = process\n");
+                                                 "[queue d]\nthreads = 4\nisolation = process\n"
+                                                 "[queue e]\nthreads = 128\nbatch = 32\n[queue f]\nthreads = 8\n");
     cr_expect_eq(sq_config_connections(group(cfg, "a")), 3);
-    cr_expect_eq(sq_config_connections(group(cfg, "b")), SQ_AUTO_CONNECTIONS);
+    cr_expect_eq(sq_config_connections(group(cfg, "b")), 2, "64 threads with batch 64: two sessions");
+    cr_expect_eq(sq_config_connections(group(cfg, "e")), 4, "128 threads with batch 32: one session per 32");
+    cr_expect_eq(sq_config_connections(group(cfg, "f")), 8, "eight threads: one session each");
     cr_expect_eq(sq_config_connections(group(cfg, "c")), 2);
     cr_expect_eq(sq_config_connections(group(cfg, "d")), 4, "a worker process has a session of its own");
     sq_config_free(cfg);

@@ -217,9 +217,9 @@ Test(hammer, one_host_sixteen_threads, .timeout = 600)
     h.ini = th_host_ini(&db, h.name, NULL, ledger, "[queue default]\nthreads = 16\n");
     struct host *hs[] = {&h};
     host_start(&h);
-    /* 16 threads share 8 sessions by default (connections), plus the
+    /* 16 threads share 2 sessions by default (connections), plus the
      * heartbeat and the listener; in process mode, one per process. */
-    int sessions = th_process_mode() ? 16 + 2 : 8 + 2;
+    int sessions = th_process_mode() ? 16 + 2 : 2 + 2;
     cr_assert_geq(th_wait_at_least(db.conn, sessions, 60000, 50, hs, 1, CONNECTED_SQL), sessions,
                   "host did not connect");
 

@@ -726,7 +726,15 @@ int sq_config_connections(const struct sq_group_conf *g)
         return g->threads;
     if (g->connections)
         return g->connections;
-    return g->threads < SQ_AUTO_CONNECTIONS ? g->threads : SQ_AUTO_CONNECTIONS;
+    if (g->threads <= SQ_AUTO_CONNECTIONS)
+        return g->threads;
+    /* Past that, a session per `batch` threads: each claim then fills its
+     * threads, and the server does a few large cycles rather than many
+     * small ones (measured: 128 threads of 5 ms handlers, 2 sessions 84 %
+     * of the ideal rate, 8 sessions 44 %, 128 sessions 15 %). At least two,
+     * so one slow round trip never holds every thread. */
+    int n = (g->threads + g->batch - 1) / g->batch;
+    return n < 2 ? 2 : n;
 }
 
 const struct sq_kind_conf *sq_config_kind(const struct sq_config *cfg, const char *kind)

@@ -138,7 +138,8 @@ struct sq_config *sq_config_load(const char *path, char *err, size_t errlen);
 void sq_config_free(struct sq_config *cfg);
 /* The [kind NAME] section for `kind`, or NULL. */
 /* How many database sessions group g claims and records through: its
- * `connections`, or with 0 (auto) one per thread up to SQ_AUTO_CONNECTIONS. */
+ * `connections`, or with 0 (auto) one per thread up to SQ_AUTO_CONNECTIONS
+ * threads, and past that one per `batch` threads, at least two. */
 int sq_config_connections(const struct sq_group_conf *g);
 #define SQ_AUTO_CONNECTIONS 8
 

@@ -287,7 +287,7 @@ const struct sq_option sq_options[] = {
     {SQ_SECT_QUEUE, "threads", SQ_OPT_INT, QUEUE(threads), .def = 1, .min = 1, .max = SQ_MAX_THREADS,
      .help = "threads serving queue NAME: how many of its jobs run at once (at most 256 in all the host's queues)"},
     {SQ_SECT_QUEUE, "connections", SQ_OPT_INT, QUEUE(connections), .def = 0, .min = 0, .max = SQ_MAX_THREADS,
-     .shown = "auto: `threads`, at most 8",
+     .shown = "auto: one per thread up to 8 threads; past 8, one per `batch` threads, at least 2",
      .help = "database sessions the group's threads claim and record through. With fewer sessions than threads, "
              "each session claims for a share of the threads and records their outcomes together, claiming the "
              "next jobs while the last ones run: many slow (I/O-bound) handlers on few server backends. A handler "
