@@ -402,7 +402,7 @@ static void *pool_main(struct sq_worker *w)
             }
             break;
         }
-        bool idle = x->pend.o.n == 0 && y->pend.o.n == 0 && !y->active;
+        bool idle = x->pend.o.n == 0 && !y->active && y->pend.o.n == 0; /* y's list is its handlers' while active */
         if (!conn && !(conn = sq_session_reconnect(w, idle)))
             break;
         if (reply_lost && !recover_lost_claims(w, &conn, held, held_ids(x, y, held)))
