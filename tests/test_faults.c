@@ -338,6 +338,38 @@ Test(faults, sigterm_releases_long_jobs_after_grace, .timeout = 120)
 }
 
 /*
+ * Threads sharing one session, a long job running: a job enqueued now
+ * starts on a free thread at once, not when the long one ends, and its
+ * outcome is recorded while the long one still runs.
+ */
+Test(faults, a_new_job_starts_at_once_beside_a_long_one_on_a_shared_session, .timeout = 120)
+{
+    if (th_process_mode())
+        cr_skip_test("sessions are shared by threads, not by worker processes");
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    struct host h = {.name = "beside"};
+    h.ini = host_ini_timed(&db, h.name, "30s", "1s",
+                           "[queue default]\nthreads = 4\nconnections = 1\nisolation = thread\n");
+    struct host *hs[] = {&h};
+    host_start(&h);
+    th_execf(c, "SELECT skipq.enqueue('test', '{\"sleep_ms\": 8000}')");
+    cr_assert_eq(th_wait_at_least(c, 1, 30000, 20, hs, 1, RUNNING_SQL), 1, "the long job never started");
+    usleep(300 * 1000); /* past its claim: the session now waits on its thread */
+    int64_t t0 = th_now_ms();
+    th_execf(c, "SELECT skipq.enqueue('test', '{}')");
+    cr_assert_eq(th_wait_at_least(c, 1, 6000, 10, hs, 1, DONE_SQL), 1,
+                 "the new job was not done within 6 s while the long one ran");
+    int64_t took = th_now_ms() - t0;
+    fprintf(stderr, "[faults] beside a long job: a new job done %lld ms after its enqueue\n", (long long)took);
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status = 'running'"), 1,
+                 "the long job should still be running");
+    cr_assert_eq(host_stop(&h, 15000), 0);
+    th_assert_clean_log(h.ini);
+}
+
+/*
  * Threads sharing one session: at SIGTERM the handlers that started finish
  * within the grace and their outcomes are recorded; the jobs claimed ahead
  * for them and not started go back to pending at once, uncharged. Nothing is

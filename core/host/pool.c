@@ -148,22 +148,53 @@ void sq_pool_submit(struct sq_pool *p, struct sq_batch *b)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* Is b over: closed, every job returned, or stopping with every job that
+ * was taken returned? Under p->lock. */
+static bool batch_over(const struct sq_pool *p, const struct sq_batch *b)
+{
+    return b->closed || b->returned >= b->n || (atomic_load(&p->w->host->stopping) && b->returned == b->taken);
+}
+
+/* Wait on p->done for at most ms (the stop and new jobs are announced on
+ * the host's conditions, not this one: callers look again). */
+static void wait_done(struct sq_pool *p, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000L;
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&p->done, &p->lock, &ts);
+}
+
+bool sq_pool_wait_until(struct sq_pool *p, struct sq_batch *b, int64_t until_ms, const atomic_ulong *gen,
+                        unsigned long seen)
+{
+    pthread_mutex_lock(&p->lock);
+    bool over;
+    while (!(over = batch_over(p, b)) && atomic_load(gen) == seen && sq_now_ms() < until_ms)
+        wait_done(p, 5); /* a wake is seen within 5 ms */
+    pthread_mutex_unlock(&p->lock);
+    return over;
+}
+
+int sq_pool_wait_first(struct sq_pool *p, struct sq_batch *b0, struct sq_batch *b1)
+{
+    pthread_mutex_lock(&p->lock);
+    while (!batch_over(p, b0) && !batch_over(p, b1))
+        wait_done(p, 20);
+    int first = batch_over(p, b0) ? 0 : 1;
+    pthread_mutex_unlock(&p->lock);
+    return first;
+}
+
 int sq_pool_wait(struct sq_pool *p, struct sq_batch *b)
 {
-    struct sq_host *h = p->w->host;
     pthread_mutex_lock(&p->lock);
-    while (!b->closed && b->returned < b->n && !(atomic_load(&h->stopping) && b->returned == b->taken)) {
-        /* The stop is announced on the host's condition, not this one:
-         * look again every 20 ms. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&p->done, &p->lock, &ts);
-    }
+    while (!batch_over(p, b))
+        wait_done(p, 20);
     if (!b->closed) {
         b->closed = true;
         for (int i = 0; i < p->nq; i++)

@@ -351,6 +351,51 @@ static int half_finish(struct half *x, PGconn *conn, int cap)
     return next_limit(x->asked, x->b.n, cap, 0);
 }
 
+/*
+ * x runs and the other half is free: the backlog was drained (a short
+ * claim), so wait for x's jobs -- but give up when new jobs are announced
+ * or a poll interval passes, as an idle thread would, so the threads left
+ * free beside a long job take new work at once instead of when it ends.
+ * True: x is done.
+ */
+static bool wait_or_wake(struct half *x, unsigned long *seen, uint32_t *seed)
+{
+    struct sq_worker *w = x->w;
+    int64_t poll = atomic_load(&w->host->poll_ms);
+    int64_t until = sq_now_ms() + poll * 9 / 10 + rand_r(seed) % (poll / 5 + 1);
+    atomic_store(&w->live->busy, true);
+    bool done = sq_pool_wait_until(x->pool, &x->b, until, &w->group->wake_gen, *seen);
+    atomic_store(&w->live->busy, false);
+    atomic_store(&w->live->beat, sq_now_ms());
+    return done;
+}
+
+/*
+ * Which half to serve next: with both running, the first whose jobs are
+ * done; with one running and the other free, the free one as soon as new
+ * jobs are announced (wait_or_wake), else the running one once done; a half
+ * with outcomes still to record (its cycle failed) at once.
+ */
+static int next_half(struct half *hf, int cur, unsigned long *seen, uint32_t *seed)
+{
+    if (hf[0].active && hf[1].active) {
+        struct sq_worker_live *l = hf[0].w->live;
+        atomic_store(&l->busy, true); /* waiting on handlers, not on the database */
+        int first = sq_pool_wait_first(hf[0].pool, &hf[0].b, &hf[1].b);
+        atomic_store(&l->busy, false);
+        atomic_store(&l->beat, sq_now_ms());
+        return first;
+    }
+    if (hf[0].active == hf[1].active)
+        return cur;
+    int a = hf[0].active ? 0 : 1;
+    if (hf[1 - a].pend.o.n)
+        return 1 - a;
+    if (atomic_load(&hf[a].w->host->stopping))
+        return a;
+    return wait_or_wake(&hf[a], seen, seed) ? a : 1 - a;
+}
+
 /* The jobs this worker holds besides those a lost cycle of x may have
  * claimed: x's outcomes, and everything of the other half y. */
 static size_t held_ids(struct half *x, struct half *y, int64_t *ids)
@@ -387,10 +432,14 @@ static void *pool_main(struct sq_worker *w)
     hf[0].pool = hf[1].pool = pool;
     PGconn *conn = NULL;
     int limit = 1, cur = 0;
-    bool reply_lost = false;
+    unsigned long seen = 0; /* the group's wake count at the last claim */
+    bool reply_lost = false, claim_ahead = false;
     struct sq_claim_kinds ck = {0};
     for (;;) {
         atomic_store(&w->live->beat, sq_now_ms());
+        if (!claim_ahead)
+            cur = next_half(hf, cur, &seen, &seed);
+        claim_ahead = false;
         struct half *x = &hf[cur], *y = &hf[1 - cur];
         if (x->active)
             limit = half_finish(x, conn, cap);
@@ -408,7 +457,7 @@ static void *pool_main(struct sq_worker *w)
         if (reply_lost && !recover_lost_claims(w, &conn, held, held_ids(x, y, held)))
             continue;
         reply_lost = false;
-        unsigned long gen = atomic_load(&g->wake_gen);
+        unsigned long gen = seen = atomic_load(&g->wake_gen);
         bool claims = !stopping && sq_pause_claims(h, g, &ck);
         if (!stopping && !claims && x->pend.o.n == 0) {
             if (y->active || y->pend.o.n) {
@@ -459,9 +508,12 @@ static void *pool_main(struct sq_worker *w)
         x->active = true;
         sq_pool_submit(pool, &x->b);
         /* A full claim means a deep backlog: claim the next jobs now, while
-         * these run. A short one drained it: wait for these first. */
-        if (n == ask || y->active)
+         * these run. A short one drained it: wait for jobs to finish first
+         * (or for new jobs, next_half). */
+        if (n == ask && !y->active) {
             cur = 1 - cur;
+            claim_ahead = true;
+        }
     }
     if (conn)
         sq_session_close(w, &conn);
