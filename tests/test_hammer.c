@@ -436,6 +436,8 @@ Test(hammer, one_host_sixty_four_threads_on_four_sessions, .timeout = 600)
     cr_assert_eq(done, n, "only %lld of %lld jobs done after 300 s", done, n);
     /* Four sessions, not one per thread: no handler here asks for one. */
     cr_expect_eq(th_scalar(db.conn, CONNECTED_SQL), 4 + 2, "the host has more sessions than its 4 and 2");
+    /* What `skipq stats` shows of the host: its 64 threads, not its sessions. */
+    cr_expect_eq(th_scalar(db.conn, "SELECT threads FROM skipq.hosts WHERE name = 'pool'"), 64);
     cr_assert_eq(host_stop(&h, 20000), 0, "host did not stop cleanly on SIGTERM");
 
     check_exactly_once(db.conn, n, ledger);

@@ -310,7 +310,7 @@ static void check_ready(struct sq_host *h)
     atomic_store(&h->ready, true);
     log_info("ready: every thread is connected");
     sq_notify("READY=1");
-    sq_notify_status("running: %d worker thread(s)", h->nworkers);
+    sq_notify_status("running: %d worker thread(s)", sq_host_nthreads(h));
 }
 
 /* Feed systemd's watchdog while the threads make progress. */

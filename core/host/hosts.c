@@ -71,7 +71,7 @@ bool sq_hosts_beat(PGconn *conn, const struct sq_host *h, bool first, char *err,
     if (gethostname(hostname, sizeof hostname - 1) != 0)
         sq_strlcpy(hostname, "unknown", sizeof hostname);
     snprintf(pid, sizeof pid, "%d", (int)getpid());
-    snprintf(threads, sizeof threads, "%d", sq_host_nworkers(h));
+    snprintf(threads, sizeof threads, "%d", sq_host_nthreads(h));
     snprintf(hb, sizeof hb, "%lld", (long long)sq_host_config(h)->heartbeat_ms);
     char *serves = serves_array(h);
     if (!serves) {

@@ -297,6 +297,6 @@ void sq_host_reload(struct sq_host *h)
     log_info("SIGHUP: configuration reloaded: %d change(s) applied, %d need a restart", t.applied, t.restart);
     sq_log_set_level(n->log_level); /* last, so the lines above are not lost to a quieter level */
     sq_notify_status("running: %d worker thread(s); reloaded, %d change(s) applied, %d need a restart",
-                     sq_host_nworkers(h), t.applied, t.restart);
+                     sq_host_nthreads(h), t.applied, t.restart);
     sq_config_free(n);
 }

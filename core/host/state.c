@@ -45,9 +45,12 @@ struct sq_kinds *sq_host_kinds(const struct sq_host *h)
     return h->kinds;
 }
 
-int sq_host_nworkers(const struct sq_host *h)
+int sq_host_nthreads(const struct sq_host *h)
 {
-    return h->nworkers;
+    int n = 0;
+    for (size_t i = 0; i < h->ngroups; i++)
+        n += h->groups[i].threads;
+    return n;
 }
 
 size_t sq_host_ngroups(const struct sq_host *h)

@@ -194,7 +194,9 @@ struct sq_dbparams *sq_host_listen_params(struct sq_host *h);
 /* Every kind this host runs (kinds.h), with its counters. */
 struct sq_kinds *sq_host_kinds(const struct sq_host *h);
 struct sq_plugins *sq_host_plugins(const struct sq_host *h);
-int sq_host_nworkers(const struct sq_host *h);
+/* The threads of all groups (jobs that can run at once): more than the
+ * workers when threads share sessions. */
+int sq_host_nthreads(const struct sq_host *h);
 /* Thread groups, by index: their queue and the kinds they serve. */
 size_t sq_host_ngroups(const struct sq_host *h);
 const char *sq_host_group_queue(const struct sq_host *h, size_t g);
