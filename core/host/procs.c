@@ -168,6 +168,7 @@ static void reset_block(struct sq_procs *ps, struct sq_proc *p)
     atomic_store(&l->beat, sq_now_ms());
     atomic_store(&l->down_since, 0);
     atomic_store(&l->busy, false);
+    atomic_store(&l->running, 0);
     atomic_store(&l->connected, false);
     atomic_store(&l->jobs, 0);
     atomic_store(&l->recycle, false);
@@ -528,6 +529,7 @@ static void on_death(struct sq_procs *ps, struct sq_proc *p, int status)
     pthread_mutex_unlock(&ps->h->ctl_lock);
     struct sq_worker_live *l = p->w->live;
     atomic_store(&l->busy, false);
+    atomic_store(&l->running, 0);
     atomic_store(&l->connected, false);
     atomic_store(&l->beat, 0);
     if (atomic_load(&ps->killing)) {

@@ -93,12 +93,12 @@ void sq_host_threads(const struct sq_host *h, int *workers, int *busy, int *sess
 {
     int n = atomic_load(&h->workers_built) ? h->nworkers : 0, b = 0, up = 0;
     for (int i = 0; i < n; i++) {
-        b += atomic_load(&h->workers[i].live->busy) ? 1 : 0;
+        b += atomic_load(&h->workers[i].live->running);
         up += atomic_load(&h->workers[i].live->connected) ? 1 : 0;
     }
     up += atomic_load(&h->hb_connected) ? 1 : 0;
     up += atomic_load(&h->listener_connected) ? 1 : 0;
-    *workers = n;
+    *workers = n ? sq_host_nthreads(h) : 0;
     *busy = b;
     *sessions = up;
 }

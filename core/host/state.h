@@ -111,7 +111,8 @@ struct sq_slot {
 struct sq_worker_live {
     _Atomic int64_t beat;       /* monotonic ms when the thread last went round its loop */
     _Atomic int64_t down_since; /* monotonic ms the connection was lost; 0: connected */
-    atomic_bool busy;           /* a handler is running */
+    atomic_bool busy;           /* a handler is running; with a pool, the worker waits on its handlers */
+    atomic_int running;         /* handlers running now (several with a pool): the busy gauge */
     atomic_bool connected;
     atomic_ulong jobs;          /* handlers run (max_jobs_per_worker) */
     atomic_bool recycle;        /* process mode: the process exits on purpose (a limit) */
@@ -209,7 +210,7 @@ _Atomic int64_t *sq_host_poll_ms(struct sq_host *h);
 bool sq_host_stopping(const struct sq_host *h);
 /* Every thread has connected once. */
 bool sq_host_ready(const struct sq_host *h);
-/* Worker threads, how many run a handler now, and how many database
+/* Threads of all groups, how many run a handler now, and how many database
  * sessions of the host are up (workers, heartbeat, listener). */
 void sq_host_threads(const struct sq_host *h, int *workers, int *busy, int *sessions);
 void sq_host_set_listener_connected(struct sq_host *h, bool up);

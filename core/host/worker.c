@@ -124,7 +124,9 @@ static void run_job(struct sq_worker *w, const struct runner *r, int k, struct s
         if (!r->pool)
             atomic_store(&w->live->busy, true);
         int64_t t0 = sq_now_us();
+        atomic_fetch_add(&w->live->running, 1);
         out = hd->fn(&ctx.pub, hd->userdata);
+        atomic_fetch_sub(&w->live->running, 1);
         if (kr)
             sq_kind_observe(kr, sq_now_us() - t0);
         atomic_store(&w->live->beat, sq_now_ms());
