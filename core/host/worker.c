@@ -425,7 +425,8 @@ static void *pool_main(struct sq_worker *w)
     int cap = sq_worker_claim_cap(w);
     struct half hf[2];
     int64_t *held = calloc((size_t)w->nslots, sizeof *held);
-    bool ok = half_init(&hf[0], w, 0, cap) & half_init(&hf[1], w, cap, cap) && held;
+    bool ok0 = half_init(&hf[0], w, 0, cap), ok1 = half_init(&hf[1], w, cap, cap); /* both, for half_free */
+    bool ok = ok0 && ok1 && held;
     struct sq_pool *pool = ok ? sq_pool_start(w, w->handlers, run_pooled) : NULL;
     if (!pool) {
         log_error("%s: out of memory, or no thread for its %d handlers", w->name, w->handlers);
