@@ -353,6 +353,11 @@ static int descendants(pid_t pid, pid_t *out, int max)
     return n;
 }
 
+int th_host_descendants(pid_t pid, pid_t *out, int max)
+{
+    return descendants(pid, out, max);
+}
+
 void th_host_signal_all(pid_t pid, int sig)
 {
     pid_t kids[256];

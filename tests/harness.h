@@ -163,6 +163,9 @@ bool th_process_mode(void);
  * stops them all first, so they die as one (a machine lost): no process
  * sees another die and acts on it. */
 void th_host_signal_all(pid_t pid, int sig);
+/* The processes a host started (its worker processes in process mode) and
+ * theirs, children first, into out; how many. */
+int th_host_descendants(pid_t pid, pid_t *out, int max);
 
 /*
  * For tests whose handlers crash on purpose: hosts started after this call

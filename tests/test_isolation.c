@@ -428,6 +428,67 @@ Test(isolation, a_crashing_worker_gives_back_the_jobs_it_claimed_but_never_start
     ledger_free(&l);
 }
 
+/* The server process of a session of this test's database waiting on a
+ * lock (with one worker and the test holding the limit row: its claim);
+ * 0: none. */
+#define CLAIM_WAITING_SQL                                                                                 \
+    "SELECT coalesce(min(pid), 0) FROM pg_stat_activity WHERE datname = current_database()"              \
+    " AND wait_event_type = 'Lock' AND state = 'active'"
+
+/*
+ * A worker process killed while its claim still runs on the server: that
+ * server process learns of the death only when it writes its reply, so
+ * the claim would commit after the supervisor gave back the dead
+ * process's jobs, and leave a job running under a name nobody renews --
+ * back only when its lease expires. The supervisor ends the session first:
+ * the claim rolls back, and the job runs once, with one execution. The
+ * claim is held mid-statement by a lock on its kind's limit row, which a
+ * limited kind's claim takes before it picks jobs.
+ */
+Test(isolation, a_claim_still_running_on_the_server_when_its_worker_dies_never_commits, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    char *ini = process_ini(&db, "midclaim", NULL, 1, NULL, "max_running = 4\n");
+    pid_t pid = th_host_start(ini);
+    wait_registered(c, pid, ini);
+    cr_assert_eq(th_wait_scalar(c, 1, 30000, "SELECT count(*) FROM skipq.kind_limits WHERE kind = 'test'"), 1,
+                 "the host never wrote the kind's limit:\n%s", th_host_log(ini));
+
+    PGconn *blocker = th_connect(&db);
+    th_execf(blocker, "BEGIN");
+    th_execf(blocker, "SELECT 1 FROM skipq.kind_limits WHERE kind = 'test' FOR UPDATE");
+    int64_t job = th_enqueue(c, "test", "{}", NULL, 0, 0);
+    int64_t end = th_now_ms() + 30000;
+    long long backend;
+    while ((backend = th_scalarf(c, CLAIM_WAITING_SQL)) == 0 && th_now_ms() < end)
+        usleep(20000);
+    cr_assert_gt(backend, 0, "the worker's claim never waited on the limit row; sessions:\n%s",
+                 th_textf(c, "SELECT string_agg(state || ' ' || coalesce(wait_event_type, '-') || ' '"
+                             " || left(query, 80), E'\\n') FROM pg_stat_activity WHERE datname = current_database()"));
+    pid_t kids[8];
+    cr_assert_eq(th_host_descendants(pid, kids, 8), 1, "not one worker process");
+    kill(kids[0], SIGKILL);
+
+    char gone[128];
+    snprintf(gone, sizeof gone, "SELECT count(*) FROM pg_stat_activity WHERE pid = %lld", backend);
+    cr_expect_eq(th_wait_scalar(c, 0, 10000, gone), 0, "the dead worker process's claim still runs on the server (pid %lld)", backend);
+    th_execf(blocker, "COMMIT");
+    PQfinish(blocker);
+    cr_assert_eq(wait_status(c, job, "done", 30000), 1, "the job is not done:\n%s", th_host_log(ini));
+    cr_expect_eq(th_scalarf(c, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %" PRId64, job), 1,
+                 "the dead worker process's claim committed: %s",
+                 th_textf(c, "SELECT string_agg(status || ': ' || coalesce(error, ''), '; ' ORDER BY attempt)"
+                             " FROM skipq.job_executions WHERE job_id = %" PRId64, job));
+    cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status = 'lost'"), 0,
+                 "an execution was left to its lease ('lost')");
+    expect_supervisor_unchanged(c, pid, ini);
+    th_check_invariants(c);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+    th_assert_clean_log(ini);
+}
+
 /*
  * The handler dies as soon as it starts, so an attempt's whole life --
  * claim, start, death, the supervisor noticing, the record -- is

@@ -24,7 +24,9 @@
  *   (slots.c), so a worker process needs one connection, not two, and
  *   /metrics adds the counters up (kinds.c), exact across deaths.
  * - A death is noticed at once (SIGCHLD through a signalfd, on this
- *   thread). The host then, in one session of its own: records the outcomes
+ *   thread). The host then, in one session of its own: ends the dead
+ *   process's server session if it still runs (a claim it was making must
+ *   not commit after the give-back), records the outcomes
  *   that had returned, marks the attempt that was running `crashed` with the
  *   cause (it goes back to pending after the kind's backoff, or dead on its
  *   last attempt), and gives back uncharged every other job running under
@@ -89,6 +91,8 @@ extern char **environ;
 #define RESPAWN_MAX_MS 10000
 /* A worker process that went this long without a crash has a clean record. */
 #define STREAK_RESET_MS 10000
+/* How long a death's record waits for the dead process's session to end. */
+#define END_BACKEND_WAIT_MS 2000
 
 /* ---- the shared block of one worker process -------------------------------------------------- */
 
@@ -439,6 +443,31 @@ static void count_applied(struct sq_procs *ps, const struct death *d, const char
     }
 }
 
+/*
+ * The dead process's session may still be running its last statement: a
+ * server process learns that its client died only when it next reads or
+ * writes. A claim that commits after the give-back below would leave jobs
+ * running under a name nobody renews -- back only when their leases
+ * expire. So that session is ended first: a claim still running rolls
+ * back, one that committed is given back. Behind a pooler the process id
+ * is not the server's, and the leases stay the only way back.
+ */
+static void end_backend(struct sq_procs *ps, struct sq_worker *w, PGconn *conn)
+{
+    char err[512];
+    int pid = atomic_exchange(&w->live->backend_pid, 0);
+    if (!conn || pid <= 0 || ps->h->cfg->pooled)
+        return;
+    int r = sq_queue_end_backend(conn, pid, END_BACKEND_WAIT_MS, err, sizeof err);
+    if (r < 0)
+        log_warn("%s: could not end its dead worker process's session (leases will bring back what it claims): %s",
+                 w->name, err);
+    else if (r == 0)
+        log_warn("%s: its dead worker process's session (server pid %d) is still running after %dms; leases will "
+                 "bring back what it claims",
+                 w->name, pid, END_BACKEND_WAIT_MS);
+}
+
 /* Record what the dead process held and give back what it never ran. */
 static void record_death(struct sq_procs *ps, struct sq_proc *p, pid_t pid, const char *cause, bool crash)
 {
@@ -455,6 +484,7 @@ static void record_death(struct sq_procs *ps, struct sq_proc *p, pid_t pid, cons
     collect(ps, p, cause, &d, &seed);
     snprintf(ident, sizeof ident, "%s:%d:%s", h->name, (int)pid, w->name);
     PGconn *conn = session(ps);
+    end_backend(ps, w, conn);
     char *applied = calloc(d.o.n ? d.o.n : 1, 1);
     if (conn && applied && d.o.n && sq_queue_record(conn, &d.o, applied, err, sizeof err) < 0)
         log_error("%s: could not record what its dead worker process held (leases will bring it back): %s", w->name,

@@ -478,6 +478,11 @@ static const char RECOVER_SQL[] =
  */
 static const char EXECUTION_STATUS_SQL[] =
     "SELECT status FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $1";
+/* A server process of our own role only (ending another role's would fail,
+ * and is none of ours); false when it is still there after the wait. */
+static const char END_BACKEND_SQL[] =
+    "SELECT pg_catalog.pg_terminate_backend(a.pid, $2::pg_catalog.int8) FROM pg_catalog.pg_stat_activity a"
+    " WHERE a.pid OPERATOR(pg_catalog.=) $1::pg_catalog.int4 AND a.usename OPERATOR(pg_catalog.=) CURRENT_USER";
 static const char COMMITTED_DONE_SQL[] =
     "SELECT 1 FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $2"
     " AND job_id OPERATOR(pg_catalog.=) $1 AND status OPERATOR(pg_catalog.=) 'done'";
@@ -496,6 +501,7 @@ enum sq_stmt {
     SQ_STMT_CLAIM_ONE,
     SQ_STMT_EXECUTION_STATUS,
     SQ_STMT_COMMITTED_DONE,
+    SQ_STMT_END_BACKEND,
     SQ_STMT_COUNT
 };
 
@@ -518,6 +524,7 @@ static const struct {
     [SQ_STMT_CLAIM_ONE] = {"sq_claim_one", CLAIM_ONE_SQL, false},
     [SQ_STMT_EXECUTION_STATUS] = {"sq_execution_status", EXECUTION_STATUS_SQL, true},
     [SQ_STMT_COMMITTED_DONE] = {"sq_committed_done", COMMITTED_DONE_SQL, true},
+    [SQ_STMT_END_BACKEND] = {"sq_end_backend", END_BACKEND_SQL, true},
 };
 
 /* Set once at start-up, before any thread runs a statement. */
@@ -924,6 +931,20 @@ int sq_queue_give_back(PGconn *conn, const char *worker, const int64_t *held, si
     int count = exec_count(conn, SQ_STMT_RECOVER, 3, params, err, errlen);
     free(a);
     return count;
+}
+
+int sq_queue_end_backend(PGconn *conn, int pid, int wait_ms, char *err, size_t errlen)
+{
+    char p[16], w[16];
+    snprintf(p, sizeof p, "%d", pid);
+    snprintf(w, sizeof w, "%d", wait_ms);
+    const char *params[2] = {p, w};
+    PGresult *res = sq_db_check(conn, run_stmt(conn, SQ_STMT_END_BACKEND, 2, params), err, errlen);
+    if (!res)
+        return -1;
+    bool gone = PQntuples(res) == 0 || strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return gone ? 1 : 0;
 }
 
 int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, size_t n, char *err, size_t errlen)

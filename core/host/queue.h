@@ -135,6 +135,14 @@ int sq_queue_recover(PGconn *conn, const char *worker, const int64_t *held, size
 int sq_queue_give_back(PGconn *conn, const char *worker, const int64_t *held, size_t n, const char *why, char *err,
                        size_t errlen);
 
+/* A dead worker process's session may still be running its last
+ * statement on the server (a backend notices its client is gone only when
+ * it next reads or writes): end it and wait up to wait_ms for it to be
+ * gone, so nothing it claims commits after its jobs were given back.
+ * Only a server process of the session's own role is ended. Returns 1 when
+ * none is left, 0 when it is still there after wait_ms, -1 on error. */
+int sq_queue_end_backend(PGconn *conn, int pid, int wait_ms, char *err, size_t errlen);
+
 /* Shutdown: give back jobs whose handlers are still running. */
 int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, size_t n, char *err, size_t errlen);
 

@@ -134,6 +134,8 @@ void sq_session_publish(struct sq_worker *w, PGconn *conn)
     pthread_mutex_lock(&w->conn_lock);
     w->sock = conn ? PQsocket(conn) : -1;
     pthread_mutex_unlock(&w->conn_lock);
+    if (w->live) /* a worker's; the host's own sessions have none */
+        atomic_store(&w->live->backend_pid, conn ? PQbackendPID(conn) : 0);
 }
 
 void sq_session_close(struct sq_worker *w, PGconn **connp)

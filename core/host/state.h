@@ -114,6 +114,7 @@ struct sq_worker_live {
     atomic_bool busy;           /* a handler is running; with a pool, the worker waits on its handlers */
     atomic_int running;         /* handlers running now (several with a pool): the busy gauge */
     atomic_bool connected;
+    atomic_int backend_pid;     /* the server process of the worker's session; 0: none */
     atomic_ulong jobs;          /* handlers run (max_jobs_per_worker) */
     atomic_bool recycle;        /* process mode: the process exits on purpose (a limit) */
 };
