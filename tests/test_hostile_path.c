@@ -66,9 +66,9 @@ static const char *const CALLED_FUNCTIONS[] = {
     "aclexplode", "array_to_json", "array_to_string", "cardinality", "count", "current_database", "current_setting",
     "date_trunc", "floor", "format", "has_function_privilege", "has_table_privilege", "jsonb_pretty",
     "jsonb_typeof", "left", "length", "lower", "max", "min", "now", "octet_length", "percentile_cont",
-    "pg_backend_pid", "pg_describe_object", "pg_get_userbyid", "pg_is_in_recovery", "pg_try_advisory_xact_lock",
-    "regexp_replace", "round", "row_number", "set_config", "split_part", "strpos", "sum", "to_char", "to_jsonb",
-    "to_regclass", "to_regnamespace", "to_timestamp", "unnest",
+    "pg_backend_pid", "pg_describe_object", "pg_get_userbyid", "pg_is_in_recovery", "pg_terminate_backend",
+    "pg_try_advisory_xact_lock", "regexp_replace", "round", "row_number", "set_config", "split_part", "strpos", "sum",
+    "to_char", "to_jsonb", "to_regclass", "to_regnamespace", "to_timestamp", "unnest",
 };
 #define NCALLED (sizeof CALLED_FUNCTIONS / sizeof CALLED_FUNCTIONS[0])
 

@@ -148,6 +148,7 @@ void *sq_heartbeat_main(void *arg)
     int64_t next = 0, next_retention = sq_now_ms() + h->cfg->retention_interval_ms;
     bool retention_behind = false;
     unsigned long seen = 0; /* reconnections of the host's sessions at our last attempt */
+    bool ro_warned = false; /* said that the session could not write; not yet that it can */
     bool retention = h->cfg->keep_done_ms > 0 || h->cfg->keep_dead_ms > 0 || h->cfg->keep_cancelled_ms > 0;
     while (atomic_load(&h->running) > 0) {
         int64_t now = sq_now_ms();
@@ -196,21 +197,29 @@ void *sq_heartbeat_main(void *arg)
             sq_host_reconnected(h);
         }
         sq_slots_snapshot(h, &s);
+        /* A session that answers but can never write (a standby, or a
+         * server turned read-only: 25006) is as lost as a closed one. */
+        bool no_good = false;
         if (s.n > 0) {
             int64_t sent = sq_now_ms();
             int r = sq_queue_heartbeat(conn, s.ids, s.execs, s.leases, s.n, s.state, err, sizeof err);
-            if (r < 0)
+            no_good = r < 0 && sq_db_conn_lost(conn, NULL);
+            if (r < 0 && !(no_good && ro_warned))
                 log_warn("heartbeat failed: %s", err);
             sq_slots_renewed(h, &s, r >= 0, sent);
         }
-        if (!atomic_load(&h->stopping)) {
+        if (!atomic_load(&h->stopping) && !no_good) {
             int reaped = sq_queue_reap_kinds(conn, REAP_BATCH, count_reaped, h, err, sizeof err);
             if (reaped > 0) {
                 log_info("recovered %d job(s) whose lease had expired", reaped);
                 sq_host_wake(h, NULL);
+            } else if (reaped < 0) {
+                no_good = sq_db_conn_lost(conn, NULL);
+                if (!(no_good && ro_warned))
+                    log_warn("lease sweep failed: %s", err);
             }
-            else if (reaped < 0)
-                log_warn("lease sweep failed: %s", err);
+        }
+        if (!atomic_load(&h->stopping) && !no_good) {
             registry_round(h, conn, &registered, &registry_warned);
             pause_round(h, conn, &pause_warned);
             sq_sched_round(h, conn);
@@ -222,7 +231,16 @@ void *sq_heartbeat_main(void *arg)
             }
             sq_metrics_sample(h->metrics, conn);
         }
-        if (PQstatus(conn) != CONNECTION_OK) {
+        if (no_good && PQstatus(conn) == CONNECTION_OK) {
+            /* Once per streak: a read-only server would say it every round. */
+            if (!ro_warned)
+                log_warn("heartbeat: the database session cannot write (%s); making another at every round", err);
+            ro_warned = true;
+        } else if (ro_warned && PQstatus(conn) == CONNECTION_OK && !atomic_load(&h->stopping)) {
+            log_info("heartbeat: the database session can write again");
+            ro_warned = false;
+        }
+        if (no_good || PQstatus(conn) != CONNECTION_OK) {
             sq_session_close(&h->hb, &conn);
             mark_hb_conn(h, false);
         }

@@ -502,9 +502,14 @@ static void record_death(struct sq_procs *ps, struct sq_proc *p, pid_t pid, cons
                                          "interrupted: its worker process died before the handler started", err,
                                          sizeof err)
                     : -1;
-    if (back < 0 && conn)
+    if (back < 0 && conn) {
         log_warn("%s: could not give back the jobs its dead worker process had claimed (leases will): %s", w->name,
                  err);
+        /* Closed, or one that can never write (a standby: 25006): make
+         * another before the next death needs it (keep_session). */
+        if (sq_db_conn_lost(conn, NULL))
+            sq_session_close(&h->sup, &ps->conn);
+    }
     if (crash)
         log_error("%s (pid %d): %s%s%s", w->name, (int)pid, cause, what,
                   back > 0 ? "; gave back its unstarted jobs" : "");
