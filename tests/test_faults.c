@@ -8,14 +8,19 @@
  * back within lease + a few seconds, a SIGTERMed host exits within its grace (and the stop window after it)
  * (+ a margin), a second signal exits at once.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -510,6 +515,55 @@ Test(faults, connection_loss_is_survived, .timeout = 180)
 }
 
 /*
+ * A session that answers but cannot write -- a standby reached through an
+ * address that moved, or a primary turned read-only -- is as lost as a
+ * closed one: every thread of the host drops it and makes another, the
+ * heartbeat included, so once the database takes writes again the leases of
+ * running jobs are renewed and nothing waits for a restart. Here the
+ * database is made read-only for new sessions and the host's sessions are
+ * cut, so that every one it makes is read-only until the test lifts it.
+ */
+Test(faults, sessions_that_cannot_write_are_made_again, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    struct host h = {.name = "readonly"};
+    h.ini = th_host_ini(&db, h.name, NULL, NULL, "[queue default]\nthreads = 2\n");
+    struct host *hs[] = {&h};
+    host_start(&h);
+    th_enqueue(c, "test", "{}", NULL, 0, 0);
+    cr_assert_eq(th_wait_at_least(c, 1, 30000, 20, hs, 1, DONE_SQL), 1);
+
+    th_execf(c, "ALTER DATABASE %s SET default_transaction_read_only = on", db.name);
+    th_execf(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = 'skipq' AND datname = current_database()");
+    cr_assert(wait_log(&h, "heartbeat: the database session cannot write", 20000),
+              "the heartbeat never said its session could not write:\n%s", th_host_log(h.ini));
+    th_execf(c, "ALTER DATABASE %s RESET default_transaction_read_only", db.name);
+
+    /* A job longer than its 3 s lease: it runs once only if the heartbeat
+     * renews its lease from a session that can write. */
+    int64_t id = th_enqueue(c, "test", "{\"sleep_ms\": 5000}", NULL, 0, 0);
+    char running[160];
+    snprintf(running, sizeof running, "SELECT count(*) FROM skipq.jobs WHERE id = %" PRId64 " AND status = 'running'",
+             id);
+    cr_assert_eq(th_wait_scalar(c, 1, 30000, running), 1,
+                 "the job never started after the database took writes again:\n%s", th_host_log(h.ini));
+    usleep(4000000);
+    cr_expect_eq(th_scalarf(c, "%s AND lease_expires_at > now()", running), 1,
+                 "the running job's lease was not renewed past its first 3 s:\n%s", th_host_log(h.ini));
+    cr_assert_eq(th_wait_at_least(c, 2, 30000, 20, hs, 1, DONE_SQL), 2, "the long job did not finish");
+    cr_expect(log_has(&h, "heartbeat: the database session can write again"), "%s", th_host_log(h.ini));
+    cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status = 'lost'"), 0,
+                 "an execution was left to its lease ('lost')");
+    cr_assert_eq(host_exited(&h), -1, "the host exited");
+    cr_assert_eq(host_stop(&h, 15000), 0, "host did not stop cleanly");
+    assert_each_done_once(c);
+    th_assert_clean_log(h.ini);
+}
+
+/*
  * A database call that never gets its reply -- here the host's backends are
  * frozen with SIGSTOP, which leaves their sockets open and the kernel still
  * answering keepalives, as a middlebox that swallows bytes would -- is given
@@ -562,4 +616,123 @@ Test(faults, a_database_call_with_no_reply_is_cut_after_reply_timeout, .timeout 
     cr_expect_eq(host_stop(&h, 20000), 0);
     assert_each_done_once(c);
     th_check_invariants(c);
+}
+
+/* ---- 7. a host list whose first node refuses at start-up -------------------------- */
+
+/*
+ * A node that answers every connection's start-up with an error, as a
+ * standby out of connection slots does ("sorry, too many clients already",
+ * 53300): it accepts, declines SSL and GSS encryption, reads the start-up
+ * packet and sends one ErrorResponse. `refusals` counts the answers.
+ */
+struct full_node {
+    int fd, port;
+    pthread_t thread;
+    _Atomic int refusals;
+};
+
+static bool read_full(int fd, void *buf, size_t n)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+static void refuse_one(struct full_node *s, int fd)
+{
+    for (;;) {
+        uint32_t len, code;
+        if (!read_full(fd, &len, 4) || !read_full(fd, &code, 4))
+            return;
+        len = ntohl(len);
+        code = ntohl(code);
+        if (len == 8 && (code == 80877103 || code == 80877104)) { /* SSLRequest, GSSENCRequest */
+            if (write(fd, "N", 1) != 1)
+                return;
+            continue;
+        }
+        char rest[4096];
+        if (len < 8 || len - 8 > sizeof rest || !read_full(fd, rest, len - 8))
+            return;
+        break;
+    }
+    static const char fields[] = "SFATAL\0VFATAL\0C53300\0Msorry, too many clients already\0";
+    char msg[1 + 4 + sizeof fields];
+    uint32_t n = htonl((uint32_t)(4 + sizeof fields)); /* the fields and their final \0 */
+    msg[0] = 'E';
+    memcpy(msg + 1, &n, 4);
+    memcpy(msg + 5, fields, sizeof fields);
+    if (write(fd, msg, sizeof msg) == (ssize_t)sizeof msg)
+        atomic_fetch_add(&s->refusals, 1);
+}
+
+static void *full_node_main(void *arg)
+{
+    struct full_node *s = arg;
+    for (int fd; (fd = accept(s->fd, NULL, NULL)) >= 0; close(fd))
+        refuse_one(s, fd);
+    return NULL;
+}
+
+static void full_node_start(struct full_node *s)
+{
+    memset(s, 0, sizeof *s);
+    s->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    cr_assert(s->fd >= 0 && bind(s->fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(s->fd, 16) == 0 &&
+                  getsockname(s->fd, (struct sockaddr *)&a, &alen) == 0,
+              "cannot listen on 127.0.0.1: %s", strerror(errno));
+    s->port = ntohs(a.sin_port);
+    cr_assert_eq(pthread_create(&s->thread, NULL, full_node_main, s), 0);
+}
+
+static void full_node_stop(struct full_node *s)
+{
+    shutdown(s->fd, SHUT_RDWR);
+    close(s->fd);
+    pthread_join(s->thread, NULL);
+}
+
+/*
+ * libpq gives up on a host list at the first node that answers with an
+ * error other than "starting up", so a standby out of connection slots at
+ * the head of the list would hide the primary after it. skipq goes on to
+ * the nodes after it: the command line and a host both reach the database
+ * through a list whose first node is full.
+ */
+Test(faults, a_host_list_goes_past_a_node_that_refuses_connections, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    struct full_node s;
+    full_node_start(&s);
+    struct th_db listed = db;
+    snprintf(listed.conninfo, sizeof listed.conninfo, "host=127.0.0.1,%s port=%d,%s user=%s dbname=%s", PQhost(c),
+             s.port, PQport(c), PQuser(c), PQdb(c));
+
+    char *out = NULL, *err = NULL;
+    int rc = th_cli(&out, &err, "stats", "--db", listed.conninfo, NULL);
+    cr_expect_eq(rc, 0, "skipq stats did not get past the full node (exit %d): %s", rc, err);
+    cr_expect_geq(atomic_load(&s.refusals), 1, "the first node was never asked");
+    free(out);
+    free(err);
+
+    struct host h = {.name = "pastfirst"};
+    h.ini = th_host_ini(&listed, h.name, NULL, NULL, "[queue default]\nthreads = 2\n");
+    struct host *hs[] = {&h};
+    th_execf(c, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, 20)");
+    host_start(&h);
+    cr_expect_eq(th_wait_at_least(c, 20, 30000, 20, hs, 1, DONE_SQL), 20,
+                 "the host did not drain through the list:\n%s", slurp_log(&h));
+    cr_expect_eq(host_stop(&h, 15000), 0);
+    full_node_stop(&s);
+    assert_each_done_once(c);
+    th_assert_clean_log(h.ini);
 }

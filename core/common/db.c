@@ -218,6 +218,134 @@ static bool options_refused(PGconn *conn)
     return strstr(PQerrorMessage(conn), "unsupported startup parameter: options") != NULL;
 }
 
+/* ---- the rest of a host list --------------------------------------------------------------- */
+
+/* A comma-separated libpq list (host, hostaddr, port): its entries. */
+static size_t list_len(const char *s)
+{
+    if (!s || !*s)
+        return 0;
+    size_t n = 1;
+    for (; *s; s++)
+        n += *s == ',';
+    return n;
+}
+
+/* Entries [from, n) of a list of n (owned); a list of one entry applies
+ * to every host and is kept whole. */
+static char *list_tail(const char *s, size_t n, size_t from)
+{
+    if (list_len(s) != n)
+        return strdup(s);
+    for (size_t i = 0; i < from; i++)
+        s = strchr(s, ',') + 1;
+    return strdup(s);
+}
+
+/* Entry i of a list (owned); a list of one entry: that one. */
+static char *list_at(const char *s, size_t i)
+{
+    if (list_len(s) <= 1)
+        return strdup(s ? s : "");
+    for (size_t k = 0; k < i; k++)
+        s = strchr(s, ',') + 1;
+    return strndup(s, strcspn(s, ","));
+}
+
+struct hostlist {
+    char *host, *hostaddr, *port; /* as the failed attempt had them (owned) */
+    size_t n;                     /* hosts listed */
+};
+
+static void hostlist_free(struct hostlist *l)
+{
+    free(l->host);
+    free(l->hostaddr);
+    free(l->port);
+}
+
+static bool hostlist_of(PGconn *conn, struct hostlist *l)
+{
+    memset(l, 0, sizeof *l);
+    PQconninfoOption *opts = PQconninfo(conn);
+    for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+        char **to = strcmp(o->keyword, "host") == 0       ? &l->host
+                    : strcmp(o->keyword, "hostaddr") == 0 ? &l->hostaddr
+                    : strcmp(o->keyword, "port") == 0     ? &l->port
+                                                          : NULL;
+        if (to && o->val && *o->val)
+            *to = strdup(o->val);
+    }
+    PQconninfoFree(opts);
+    size_t h = list_len(l->host), a = list_len(l->hostaddr);
+    l->n = h > a ? h : a;
+    return l->n > 1;
+}
+
+/* Which host of the list the failed attempt ended on; n: not known. */
+static size_t ended_on(PGconn *conn, const struct hostlist *l)
+{
+    const char *host = PQhost(conn), *port = PQport(conn);
+    for (size_t i = 0; host && i < l->n; i++) {
+        char *h = list_at(l->host && *l->host ? l->host : l->hostaddr, i), *pt = list_at(l->port, i);
+        bool same = strcmp(h, host) == 0 && (!port || !*pt || strcmp(pt, port) == 0);
+        free(h);
+        free(pt);
+        if (same)
+            return i;
+    }
+    return l->n;
+}
+
+/*
+ * libpq moves to the next host of a list when a host cannot be reached, has
+ * the wrong role (target_session_attrs) or is starting up. One that answers
+ * its start-up with another error -- "too many clients already" (a standby
+ * out of connection slots), "database ... does not exist", a pg_hba.conf
+ * line that rejects us -- ends the whole attempt, and a healthy primary
+ * listed after it is never tried. So skipq goes on itself, with the hosts
+ * after the one that answered, as libpq does for the others. The
+ * parameters come after everything the user set, so they replace the list
+ * a URL or a conninfo string gave.
+ */
+static PGconn *connect_rest(const struct sq_dbparams *p, bool unpinned, PGconn *failed)
+{
+    struct hostlist l;
+    if (!hostlist_of(failed, &l)) {
+        hostlist_free(&l);
+        return NULL;
+    }
+    size_t at = ended_on(failed, &l);
+    PGconn *conn = NULL;
+    size_t n = unpinned ? (size_t)p->pin_at : p->n;
+    const char **k = malloc((n + 4) * sizeof *k), **v = malloc((n + 4) * sizeof *v);
+    char *host = NULL, *addr = NULL, *port = NULL;
+    if (at + 1 >= l.n || !k || !v)
+        goto out;
+    host = l.host ? list_tail(l.host, l.n, at + 1) : NULL;
+    addr = l.hostaddr ? list_tail(l.hostaddr, l.n, at + 1) : NULL;
+    port = l.port ? list_tail(l.port, l.n, at + 1) : NULL;
+    memcpy(k, p->keys, n * sizeof *k);
+    memcpy(v, p->values, n * sizeof *v);
+    if (host)
+        k[n] = "host", v[n++] = host;
+    if (addr)
+        k[n] = "hostaddr", v[n++] = addr;
+    if (port)
+        k[n] = "port", v[n++] = port;
+    k[n] = v[n] = NULL;
+    log_debug("the database host %s answered with an error; trying the hosts listed after it", PQhost(failed));
+    conn = PQconnectdbParams(k, v, 1);
+out:
+    free(k);
+    free(v);
+    free(host);
+    free(addr);
+    free(port);
+    hostlist_free(&l);
+    return conn;
+}
+
 PGconn *sq_db_connect(struct sq_dbparams *p, char *err, size_t errlen)
 {
     /* libpq expands the first dbname; its parse errors quote the text. */
@@ -242,12 +370,22 @@ PGconn *sq_db_connect(struct sq_dbparams *p, char *err, size_t errlen)
         PQfinish(conn);
         conn = connect_unpinned(p);
     }
+    /* Each round tries the hosts after the one that ended the last; what
+     * each said is kept for the message. */
+    char said[1024] = "";
+    unpinned = p->pin_at >= 0 && atomic_load(&p->pin_refused);
+    for (PGconn *next; conn && PQstatus(conn) != CONNECTION_OK && (next = connect_rest(p, unpinned, conn));) {
+        size_t used = strlen(said);
+        snprintf(said + used, sizeof said - used, "%s", PQerrorMessage(conn));
+        PQfinish(conn);
+        conn = next;
+    }
     if (!conn) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     if (PQstatus(conn) != CONNECTION_OK) {
-        snprintf(err, errlen, "%s", PQerrorMessage(conn));
+        snprintf(err, errlen, "%s%s", said, PQerrorMessage(conn));
         redact_secrets(conn, p, err);
         size_t n = strlen(err);
         while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
