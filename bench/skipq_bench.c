@@ -31,6 +31,7 @@
  * as skipq opens its own (core/common/db.c: search_path pinned from the start),
  * and the SQL names built-ins by schema, as skipq's does (core/host/queue.c).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -46,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -148,6 +150,16 @@ static volatile sig_atomic_t interrupted;
 
 /* ---- results ----------------------------------------------------------------------- */
 
+/* What a drain cost, from the hosts' start to their exit: server-wide WAL,
+ * row changes in skipq's two tables, and CPU time of the server's processes
+ * (a cluster of our own only) and of the hosts. */
+struct cost {
+    bool wal, tuples, server_cpu;
+    long long wal_records, wal_fpi, wal_bytes;
+    long long jobs_ins, jobs_upd, jobs_hot, exec_ins, exec_upd, exec_hot;
+    double server_cpu_s, hosts_cpu_s;
+};
+
 struct drain_result {
     bool ran;
     long jobs;
@@ -160,6 +172,7 @@ struct drain_result {
     /* what else the server did meanwhile (to explain an outlier) */
     long autovacuums, autoanalyzes, checkpoints;
     int vacuum_seen; /* polls that saw a (auto)vacuum running on the bench database */
+    struct cost cost; /* what it cost, from host start to host exit */
     int nruns;       /* --repeat: this is the median run of nruns; runs[] are all of them */
     double runs[MAX_REPEAT];
 };
@@ -731,6 +744,122 @@ static long long checkpoint(void)
  * the queue is empty, stop them, and read the figures from job_executions.
  * Only jobs enqueued here (id above the table's max id before) are counted.
  */
+/* ---- what a drain costs ------------------------------------------------------------------- */
+
+/* CPU seconds of a process from /proc/PID/stat (with its waited-for
+ * children's when `children`), and its parent; false when it is gone. */
+static bool proc_cpu(pid_t pid, bool children, double *cpu_s, pid_t *ppid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *close = strrchr(buf, ')');
+    int parent;
+    unsigned long long ut, st;
+    long long cut, cst;
+    /* after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime */
+    if (!close || sscanf(close + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &parent, &ut,
+                         &st, &cut, &cst) != 5)
+        return false;
+    double ticks = (double)sysconf(_SC_CLK_TCK);
+    *cpu_s = (double)(ut + st) / ticks + (children ? (double)(cut + cst) / ticks : 0);
+    *ppid = parent;
+    return true;
+}
+
+/* The CPU time of the throwaway server so far: the postmaster with the
+ * backends it has reaped, and every process it runs now. */
+static bool server_cpu(double *total)
+{
+    char path[256], line[32];
+    snprintf(path, sizeof path, "%s/data/postmaster.pid", g.pgdir);
+    FILE *f = g.own_cluster ? fopen(path, "r") : NULL;
+    if (!f)
+        return false;
+    bool ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    pid_t pm = ok ? (pid_t)atoi(line) : 0, parent;
+    double cpu;
+    if (pm <= 0 || !proc_cpu(pm, true, total, &parent))
+        return false;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end == '\0' && pid > 0 && pid != pm && proc_cpu((pid_t)pid, false, &cpu, &parent) && parent == pm)
+            *total += cpu;
+    }
+    if (d)
+        closedir(d);
+    return true;
+}
+
+static double children_cpu(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* The counters now. Row counts need PostgreSQL 15's explicit flush of this
+ * session's own pending statistics (its enqueue); the hosts' sessions flush
+ * theirs when they end. */
+static void cost_snap(struct cost *c)
+{
+    memset(c, 0, sizeof *c);
+    c->hosts_cpu_s = children_cpu();
+    c->server_cpu = server_cpu(&c->server_cpu_s);
+    if (R.pg_version_num >= 150000) {
+        PQclear(query(g.conn, "SELECT pg_catalog.pg_stat_force_next_flush()", 0, NULL));
+        PQclear(query(g.conn, "SELECT pg_catalog.pg_stat_clear_snapshot()", 0, NULL));
+        PGresult *r = query(g.conn,
+                            "SELECT (SELECT wal_records FROM pg_catalog.pg_stat_wal), (SELECT wal_fpi FROM"
+                            " pg_catalog.pg_stat_wal), (SELECT wal_bytes FROM pg_catalog.pg_stat_wal),"
+                            " t.n_tup_ins, t.n_tup_upd, t.n_tup_hot_upd, e.n_tup_ins, e.n_tup_upd, e.n_tup_hot_upd"
+                            "  FROM pg_catalog.pg_stat_user_tables t, pg_catalog.pg_stat_user_tables e"
+                            " WHERE t.relid OPERATOR(pg_catalog.=) 'skipq.jobs'::pg_catalog.regclass"
+                            "   AND e.relid OPERATOR(pg_catalog.=) 'skipq.job_executions'::pg_catalog.regclass",
+                            0, NULL);
+        long long *v[] = {&c->wal_records, &c->wal_fpi, &c->jobs_ins, &c->jobs_upd, &c->jobs_hot,
+                          &c->exec_ins,    &c->exec_upd, &c->exec_hot};
+        c->wal = c->tuples = PQntuples(r) == 1;
+        for (int i = 0, col = 0; c->wal && col < 9; col++) {
+            if (col == 2)
+                c->wal_bytes = (long long)strtod(PQgetvalue(r, 0, col), NULL); /* numeric */
+            else
+                *v[i++] = atoll(PQgetvalue(r, 0, col));
+        }
+        PQclear(r);
+    }
+}
+
+static void cost_since(struct cost *c, const struct cost *before)
+{
+    struct cost now;
+    cost_snap(&now);
+    now.wal = now.wal && before->wal;
+    now.tuples = now.tuples && before->tuples;
+    now.server_cpu = now.server_cpu && before->server_cpu;
+    now.wal_records -= before->wal_records;
+    now.wal_fpi -= before->wal_fpi;
+    now.wal_bytes -= before->wal_bytes;
+    now.jobs_ins -= before->jobs_ins;
+    now.jobs_upd -= before->jobs_upd;
+    now.jobs_hot -= before->jobs_hot;
+    now.exec_ins -= before->exec_ins;
+    now.exec_upd -= before->exec_upd;
+    now.exec_hot -= before->exec_hot;
+    now.server_cpu_s -= before->server_cpu_s;
+    now.hosts_cpu_s -= before->hosts_cpu_s;
+    *c = now;
+}
+
 static void drain_run(struct drain_result *out, long n, const char *label)
 {
     memset(out, 0, sizeof *out);
@@ -753,6 +882,8 @@ static void drain_run(struct drain_result *out, long n, const char *label)
     write_file(ini, body, 0600);
 
     long long av0 = scalar(AUTOVACUUMS_SQL, 0, NULL), aa0 = scalar(AUTOANALYZES_SQL, 0, NULL);
+    struct cost c0;
+    cost_snap(&c0);
     int64_t t0 = now_ns();
     for (long h = 0; h < opt.hosts; h++) {
         char log[256];
@@ -763,6 +894,7 @@ static void drain_run(struct drain_result *out, long n, const char *label)
     out->wall_seconds = secs_since(t0);
     out->wall_jobs_per_s = (double)n / out->wall_seconds;
     out->hosts_exit_ok = stop_hosts(30000);
+    cost_since(&out->cost, &c0);
     out->checkpoints = checkpoints_done() - ck0;
     PQclear(query(g.conn, "SELECT pg_catalog.pg_stat_clear_snapshot()", 0, NULL));
     out->autovacuums = scalar(AUTOVACUUMS_SQL, 0, NULL) - av0;
@@ -852,6 +984,21 @@ static void print_drain_line(const char *label, const struct drain_result *d)
             printf(" %.0f", d->runs[i]);
         printf("\n");
     }
+    const struct cost *c = &d->cost;
+    double per = d->jobs > 0 ? 1.0 / (double)d->jobs : NAN;
+    printf("    per job: hosts' CPU %.1f us", c->hosts_cpu_s * 1e6 * per);
+    if (c->server_cpu)
+        printf(", server CPU %.1f us", c->server_cpu_s * 1e6 * per);
+    if (c->wal)
+        printf(", WAL %.0f bytes in %.2f records (%.3f full pages)", (double)c->wal_bytes * per,
+               (double)c->wal_records * per, (double)c->wal_fpi * per);
+    if (c->tuples)
+        printf("; rows: jobs %.2f inserted %.2f updated (%.0f %% HOT), executions %.2f inserted %.2f updated "
+               "(%.0f %% HOT)",
+               (double)c->jobs_ins * per, (double)c->jobs_upd * per,
+               c->jobs_upd ? 100.0 * (double)c->jobs_hot / (double)c->jobs_upd : 0.0, (double)c->exec_ins * per,
+               (double)c->exec_upd * per, c->exec_upd ? 100.0 * (double)c->exec_hot / (double)c->exec_upd : 0.0);
+    printf("\n");
     if (d->autovacuums || d->autoanalyzes || d->checkpoints || d->vacuum_seen)
         printf("    meanwhile on the server: %ld autovacuum(s), %ld autoanalyze(s) of skipq tables finished, "
                "%ld checkpoint(s), a vacuum running at %d of the %d ms polls\n",
@@ -1505,8 +1652,22 @@ static void json_drain(FILE *f, const struct drain_result *d)
     }
     fputs("]", f);
     fprintf(f, ", \"during\": {\"autovacuums\": %ld, \"autoanalyzes\": %ld, \"checkpoints\": %ld, "
-               "\"polls_seeing_vacuum\": %d}}",
+               "\"polls_seeing_vacuum\": %d}",
             d->autovacuums, d->autoanalyzes, d->checkpoints, d->vacuum_seen);
+    const struct cost *c = &d->cost;
+    fputs(", \"cost\": {\"hosts_cpu_s\": ", f);
+    json_num(f, c->hosts_cpu_s, 4);
+    fputs(", \"server_cpu_s\": ", f);
+    json_num(f, c->server_cpu ? c->server_cpu_s : NAN, 4);
+    if (c->wal)
+        fprintf(f, ", \"wal_records\": %lld, \"wal_fpi\": %lld, \"wal_bytes\": %lld", c->wal_records, c->wal_fpi,
+                c->wal_bytes);
+    if (c->tuples)
+        fprintf(f,
+                ", \"jobs_inserted\": %lld, \"jobs_updated\": %lld, \"jobs_hot_updated\": %lld,"
+                " \"executions_inserted\": %lld, \"executions_updated\": %lld, \"executions_hot_updated\": %lld",
+                c->jobs_ins, c->jobs_upd, c->jobs_hot, c->exec_ins, c->exec_upd, c->exec_hot);
+    fputs("}}", f);
 }
 
 static void write_json(FILE *f)
