@@ -138,14 +138,14 @@ Test(config, good_file_parses_with_the_right_values, .timeout = 60)
 {
     struct sq_config *cfg = load_ok("good.ini", GOOD);
 
-    cr_assert_eq(cfg->ndb, 4);
+    cr_assert_eq(cfg->database.ndb, 4);
     const char *db_keys[] = {"host", "port", "dbname", "user"};
     const char *db_values[] = {"/tmp/skipq-sock", "5433", "jobs", "worker"};
     for (size_t i = 0; i < 4; i++) {
-        cr_expect_str_eq(cfg->db[i].key, db_keys[i]);
-        cr_expect_str_eq(cfg->db[i].value, db_values[i]);
+        cr_expect_str_eq(cfg->database.db[i].key, db_keys[i]);
+        cr_expect_str_eq(cfg->database.db[i].value, db_values[i]);
     }
-    cr_expect_not(cfg->db_has_password);
+    cr_expect_not(cfg->database.db_has_password);
 
     cr_expect_str_eq(cfg->host_name, "box-1");
     cr_expect_eq(cfg->poll_ms, 250);
@@ -203,7 +203,7 @@ Test(config, good_file_parses_with_the_right_values, .timeout = 60)
 Test(config, defaults_when_sections_are_absent, .timeout = 60)
 {
     struct sq_config *cfg = load_ok("min.ini", "[queue default]\n");
-    cr_expect_eq(cfg->ndb, 0);
+    cr_expect_eq(cfg->database.ndb, 0);
     cr_expect_null(cfg->host_name);
     cr_expect_eq(cfg->poll_ms, 1000);
     cr_expect_eq(cfg->lease_ms, 30000);
@@ -242,11 +242,11 @@ Test(config, database_url_becomes_dbname_and_marks_a_password, .timeout = 60)
     struct sq_config *cfg = load_ok("url.ini", "[database]\n"
                                                "url = postgresql://u:secret@db.example.com/jobs\n"
                                                "application_name = app\n");
-    cr_assert_eq(cfg->ndb, 2);
-    cr_expect_str_eq(cfg->db[0].key, "dbname");
-    cr_expect_str_eq(cfg->db[0].value, "postgresql://u:secret@db.example.com/jobs");
-    cr_expect_str_eq(cfg->db[1].key, "application_name");
-    cr_expect(cfg->db_has_password);
+    cr_assert_eq(cfg->database.ndb, 2);
+    cr_expect_str_eq(cfg->database.db[0].key, "dbname");
+    cr_expect_str_eq(cfg->database.db[0].value, "postgresql://u:secret@db.example.com/jobs");
+    cr_expect_str_eq(cfg->database.db[1].key, "application_name");
+    cr_expect(cfg->database.db_has_password);
     sq_config_free(cfg);
 }
 
@@ -1013,4 +1013,57 @@ Test(config, the_reference_command_rewrites_only_its_part_of_the_file, .timeout 
     free(doc);
     cr_expect_eq(th_cli(NULL, NULL, "config", "--reference", "/nonexistent/x.md", NULL), 1);
     cr_expect_eq(th_cli(NULL, NULL, "config", NULL), 2);
+}
+
+/* [database NAME]: the same keys as [database], and each [queue] or [cron]
+ * names its database; a view reads like a file with only that one. */
+Test(config, named_databases_and_the_views_a_host_runs, .timeout = 60)
+{
+    struct sq_config *cfg = load_ok("dbs.ini", "[database]\nhost = /run/a\ndbname = app\n\n"
+                                               "[database eu]\nurl = postgresql://u:pw@eu.example.com/app\n"
+                                               "pooler = transaction\n\n"
+                                               "[queue mail]\n\n[queue eu-mail]\ndatabase = eu\nthreads = 3\n\n"
+                                               "[cron tick]\nschedule = @hourly\nkind = k\ndatabase = eu\n");
+    cr_assert_eq(cfg->database.ndb, 2);
+    cr_expect_null(cfg->database.name);
+    cr_expect_not(cfg->database.pooled);
+    cr_assert_eq(cfg->ndatabases, 1);
+    cr_expect_str_eq(cfg->databases[0].name, "eu");
+    cr_expect(cfg->databases[0].pooled);
+    cr_expect(cfg->databases[0].db_has_password, "a password in [database eu] counts");
+    cr_expect_eq(cfg->databases[0].line, 5);
+
+    char err[512];
+    struct sq_config *eu = sq_config_view(cfg, "eu", err, sizeof err);
+    cr_assert_not_null(eu, "%s", err);
+    cr_expect_str_eq(sq_config_database_name(&eu->database), "eu");
+    cr_expect(eu->database.pooled);
+    cr_assert_eq(eu->ngroups, 1);
+    cr_expect_str_eq(eu->groups[0].queue, "eu-mail");
+    cr_expect_eq(eu->groups[0].threads, 3);
+    cr_expect_eq(eu->ncrons, 1);
+    struct sq_config *def = sq_config_view(cfg, NULL, err, sizeof err);
+    cr_assert_not_null(def, "%s", err);
+    cr_expect_str_eq(sq_config_database_name(&def->database), "default");
+    cr_assert_eq(def->ngroups, 1);
+    cr_expect_str_eq(def->groups[0].queue, "mail");
+    cr_expect_eq(def->ncrons, 0);
+    cr_expect_null(sq_config_view(cfg, "us", err, sizeof err));
+    cr_expect_not_null(strstr(err, "no [database us] section (its databases: default, eu)"), "%s", err);
+    sq_config_free(eu);
+    sq_config_free(def);
+    sq_config_free(cfg);
+}
+
+Test(config, a_database_that_is_not_declared_is_refused, .timeout = 60)
+{
+    expect_error("e.ini", "[database eu]\nhost = x\n\n[queue q]\ndatabase = us\n", 4,
+                 "[queue q] database = us: the file has no [database us] section", "(its databases: eu)", NULL);
+    expect_error("e.ini", "[cron c]\nschedule = @daily\nkind = k\ndatabase = eu\n", 1,
+                 "[cron c] database = eu: the file has no [database eu] section", NULL, NULL);
+    expect_error("e.ini", "[database]\nhost = x\n\n[database default]\nhost = y\n", 5,
+                 "\"default\" is the name of the unnamed [database] section", NULL, NULL);
+    expect_error("e.ini", "[database eu]\nhots = x\n", 2, "unknown key \"hots\"", "[database eu]", NULL);
+    expect_error("e.ini", "[host]\nsynchronous_commit = off\n\n[database eu]\npooler = transaction\n", 1,
+                 "cannot be used with [database eu] pooler = transaction", NULL, NULL);
 }

@@ -464,18 +464,18 @@ Test(pooler, config_keys)
     char err[1024];
     struct sq_config *cfg = sq_config_load(path, err, sizeof err);
     cr_assert_not_null(cfg, "%s", err);
-    cr_assert(cfg->pooled);
-    cr_assert_str_eq(cfg->listen_conninfo, "postgresql://skipq@db.internal:5432/app");
-    cr_assert_eq(cfg->ndb, 1, "pooler and listen_conninfo must not reach libpq as keywords");
-    cr_assert(!cfg->db_has_password);
+    cr_assert(cfg->database.pooled);
+    cr_assert_str_eq(cfg->database.listen_conninfo, "postgresql://skipq@db.internal:5432/app");
+    cr_assert_eq(cfg->database.ndb, 1, "pooler and listen_conninfo must not reach libpq as keywords");
+    cr_assert(!cfg->database.db_has_password);
     sq_config_free(cfg);
     free(path);
 
     path = th_write_file("default.ini", "[database]\ndbname = app\n");
     cfg = sq_config_load(path, err, sizeof err);
     cr_assert_not_null(cfg, "%s", err);
-    cr_assert(!cfg->pooled);
-    cr_assert_null(cfg->listen_conninfo);
+    cr_assert(!cfg->database.pooled);
+    cr_assert_null(cfg->database.listen_conninfo);
     sq_config_free(cfg);
     free(path);
 
@@ -483,7 +483,7 @@ Test(pooler, config_keys)
     chmod(path, 0600);
     cfg = sq_config_load(path, err, sizeof err);
     cr_assert_not_null(cfg, "%s", err);
-    cr_assert(cfg->db_has_password, "a password in listen_conninfo counts as a password in the file");
+    cr_assert(cfg->database.db_has_password, "a password in listen_conninfo counts as a password in the file");
     sq_config_free(cfg);
     free(path);
 

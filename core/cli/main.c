@@ -33,10 +33,13 @@
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
+#define OPT_DATABASE 0x100 /* --database: no short form */
 
 struct common {
     const char *config_path;
     const char *db;
+    const char *database; /* --database NAME */
+    bool every_database;  /* `skipq run`: without --database, serve every database of the file */
     struct sq_config *cfg;
 };
 
@@ -64,6 +67,8 @@ static const char USAGE[] =
     "  -c, --config FILE   the host's INI file\n"
     "      --db CONNINFO   database (URI or conninfo); overrides the INI's [database],\n"
     "                      which overrides $DATABASE_URL, which overrides libpq's PG* variables\n"
+    "      --database NAME the INI's [database NAME] section (default: [database]), for a\n"
+    "                      file that declares several; `run` serves them all without it\n"
     "  -h, --help          help for a command: skipq COMMAND --help\n"
     "\n"
     "exit status: 0 ok, 1 runtime failure, 2 usage, configuration or input error\n";
@@ -156,7 +161,7 @@ static int check_db_string(const struct common *c)
     const char *url = getenv("DATABASE_URL"), *what = NULL, *s = NULL;
     if (c->db && *c->db)
         what = "--db", s = c->db;
-    else if (!(c->cfg && c->cfg->ndb > 0) && url && *url)
+    else if (!(c->cfg && c->cfg->database.ndb > 0) && url && *url)
         what = "DATABASE_URL", s = url;
     char why[256];
     if (s && !sq_conninfo_check(s, why, sizeof why)) {
@@ -166,18 +171,52 @@ static int check_db_string(const struct common *c)
     return 0;
 }
 
-/* Load -c FILE if given. */
+/*
+ * Load -c FILE if given, cut to the database --database names. A file that
+ * declares only named databases has no default one: a command must say
+ * which (`skipq run` serves them all), rather than fall back on the
+ * environment's.
+ */
 static int load_config(struct common *c)
 {
-    if (!c->config_path)
-        return 0;
+    if (!c->config_path) {
+        if (!c->database)
+            return 0;
+        fprintf(stderr, "skipq: --database %s names a section of the INI file: give it with -c FILE\n", c->database);
+        return EXIT_USAGE;
+    }
     char err[1024];
-    c->cfg = sq_config_load(c->config_path, err, sizeof err);
-    if (!c->cfg) {
+    struct sq_config *file = sq_config_load(c->config_path, err, sizeof err);
+    if (!file) {
         fprintf(stderr, "skipq: %s\n", err);
         return EXIT_USAGE;
     }
+    c->cfg = file;
+    if (!c->database && file->ndatabases && c->db && c->every_database) {
+        fprintf(stderr, "skipq: %s declares several databases: --db replaces one of them; say which with "
+                        "--database NAME\n", c->config_path);
+        goto usage;
+    }
+    if (!c->database && file->ndatabases && !file->database.line && !c->db && !c->every_database) {
+        fprintf(stderr, "skipq: %s declares [database %s]", c->config_path, file->databases[0].name);
+        for (size_t i = 1; i < file->ndatabases; i++)
+            fprintf(stderr, ", [database %s]", file->databases[i].name);
+        fputs(" and no [database]: say which with --database NAME\n", stderr);
+        goto usage;
+    }
+    if (!c->database)
+        return 0;
+    if (!(c->cfg = sq_config_view(file, c->database, err, sizeof err))) {
+        fprintf(stderr, "skipq: --database: %s\n", err);
+        c->cfg = file;
+        goto usage;
+    }
+    c->cfg->view_owns = true;
     return 0;
+usage:
+    sq_config_free(c->cfg);
+    c->cfg = NULL;
+    return EXIT_USAGE;
 }
 
 static PGconn *connect_db(struct common *c, const char *application_name);
@@ -222,12 +261,13 @@ static PGconn *connect_db(struct common *c, const char *application_name)
  * when done, '?' on error, 'h' for help, or the option's val. */
 static int next_opt(int argc, char **argv, const char *shortopts, const struct option *extra, struct common *c)
 {
-    struct option longopts[16];
+    struct option longopts[24];
     int n = 0;
     longopts[n++] = (struct option){"config", required_argument, NULL, 'c'};
     longopts[n++] = (struct option){"db", required_argument, NULL, 'D'};
+    longopts[n++] = (struct option){"database", required_argument, NULL, OPT_DATABASE};
     longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
-    for (; extra && extra->name && n < 15; extra++)
+    for (; extra && extra->name && n < 23; extra++)
         longopts[n++] = *extra;
     longopts[n] = (struct option){0, 0, 0, 0};
     char so[64];
@@ -238,6 +278,8 @@ static int next_opt(int argc, char **argv, const char *shortopts, const struct o
             c->config_path = optarg;
         else if (o == 'D')
             c->db = optarg;
+        else if (o == OPT_DATABASE)
+            c->database = optarg;
         else
             return o;
     }
@@ -289,7 +331,7 @@ static void migrate_waiting(const char *msg, void *arg)
 
 static int cmd_migrate(int argc, char **argv)
 {
-    static const char help[] = "usage: skipq migrate [-c FILE] [--db CONNINFO] [--wait DURATION]\n\n"
+    static const char help[] = "usage: skipq migrate [-c FILE [--database NAME]] [--db CONNINFO] [--wait DURATION]\n\n"
                                "Create the skipq schema or bring it up to date. Safe to run again, and\n"
                                "safe when several hosts run it at once.\n\n"
                                "      --wait DURATION  how long to wait for another session's migration lock\n"
@@ -630,7 +672,7 @@ static int cmd_enqueue(int argc, char **argv)
 {
     static const char help[] =
         "usage: skipq enqueue KIND [JSON] [OPTIONS]\n"
-        "       skipq enqueue --file FILE [-c FILE] [--db CONNINFO]\n\n"
+        "       skipq enqueue --file FILE [-c FILE [--database NAME]] [--db CONNINFO]\n\n"
         "Add one job of KIND with the JSON payload (default {}; '-' reads it from\n"
         "standard input) and print its id.\n\n"
         "With --file, FILE ('-': standard input) holds one job per line as a JSON\n"
@@ -798,7 +840,7 @@ static int enqueue_one(struct common *cm, skipq_enqueue_opts *eo, int argc, char
 static int cmd_run(int argc, char **argv)
 {
     static const char help[] =
-        "usage: skipq run -c FILE [--db CONNINFO]\n\n"
+        "usage: skipq run -c FILE [--db CONNINFO] [--database NAME]\n\n"
         "Load the plugins named in FILE and run its thread groups until SIGTERM or\n"
         "SIGINT. The first signal stops claims and lets running jobs finish within\n"
         "[host] shutdown_grace; a second one exits at once.\n";
@@ -810,6 +852,7 @@ static int cmd_run(int argc, char **argv)
         return usage_error("run", "unexpected argument \"%s\"", argv[optind]);
     if (!c.config_path)
         return usage_error("run", "%s", "missing -c FILE");
+    c.every_database = true;
     /* From here on a SIGTERM means "stop cleanly", even during start-up:
      * keep it pending until the host's signal loop takes it. */
     sigset_t set;
@@ -1044,7 +1087,7 @@ static int cmd_cancel(int argc, char **argv)
 
 static int cmd_cron(int argc, char **argv)
 {
-    static const char help[] = "usage: skipq cron [--json] [-c FILE] [--db CONNINFO]\n\n"
+    static const char help[] = "usage: skipq cron [--json] [-c FILE [--database NAME]] [--db CONNINFO]\n\n"
                                "The cron schedules hosts have registered ([cron NAME] sections), with the\n"
                                "last tick each has enqueued.\n";
     struct common c = {0};
@@ -1067,8 +1110,8 @@ static int cmd_cron(int argc, char **argv)
 static int cmd_limits(int argc, char **argv)
 {
     static const char help[] =
-        "usage: skipq limits [--json] [-c FILE] [--db CONNINFO]\n"
-        "       skipq limits clear KIND [-c FILE] [--db CONNINFO]\n\n"
+        "usage: skipq limits [--json] [-c FILE [--database NAME]] [--db CONNINFO]\n"
+        "       skipq limits clear KIND [-c FILE [--database NAME]] [--db CONNINFO]\n\n"
         "Per-kind limits in force on every host (max_running, rate), with the jobs of\n"
         "the kind running now and the claims in the current rate window. Hosts set\n"
         "them at start from [kind NAME]; `clear` removes a kind's limits (hosts stop\n"
@@ -1107,8 +1150,8 @@ static int cmd_limits(int argc, char **argv)
 static int cmd_pause(int argc, char **argv)
 {
     static const char help[] =
-        "usage: skipq pause --queue Q | --kind K [-c FILE] [--db CONNINFO]\n"
-        "       skipq resume --queue Q | --kind K [-c FILE] [--db CONNINFO]\n\n"
+        "usage: skipq pause --queue Q | --kind K [-c FILE [--database NAME]] [--db CONNINFO]\n"
+        "       skipq resume --queue Q | --kind K [-c FILE [--database NAME]] [--db CONNINFO]\n\n"
         "pause: no host claims jobs of queue Q (any kind), or of kind K (on any queue),\n"
         "until it is resumed; hosts stop within one heartbeat and jobs already running\n"
         "finish. Enqueues, cron ticks and retries go on filling the queue.\n"
@@ -1158,7 +1201,7 @@ static int cmd_pause(int argc, char **argv)
 static int cmd_stats(int argc, char **argv)
 {
     static const char help[] =
-        "usage: skipq stats [--json] [-c FILE] [--db CONNINFO]\n\n"
+        "usage: skipq stats [--json] [-c FILE [--database NAME]] [--db CONNINFO]\n\n"
         "Per queue and kind: jobs ready to run now, scheduled for later, blocked on\n"
         "their parents (depends_on), running,\n"
         "running past their lease (expired), the age of the oldest ready job, done\n"
@@ -1205,7 +1248,7 @@ static int top_interval(const char *arg, int64_t *ms)
 static int cmd_top(int argc, char **argv)
 {
     static const char help[] =
-        "usage: skipq top [--interval TIME] [--iterations N] [--json] [-c FILE] [--db CONNINFO]\n\n"
+        "usage: skipq top [--interval TIME] [--iterations N] [--json] [-c FILE [--database NAME]] [--db CONNINFO]\n\n"
         "A live view, refreshed every second until SIGINT or SIGTERM: done/s and\n"
         "failed/s over the last 10 seconds (or the interval, if longer), per queue\n"
         "the backlog (ready, scheduled), running and expired jobs, rates and dead\n"

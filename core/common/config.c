@@ -183,6 +183,43 @@ static void *section_struct(struct parse_ctx *c, enum sq_opt_section s, size_t s
     return obj;
 }
 
+/*
+ * [database NAME]: a struct sq_db_conf of cfg->databases, filled through
+ * the [database] rows (their offsets hold in it: config.h). The unnamed
+ * section is called "default", so that name is taken.
+ */
+static void *named_database(struct parse_ctx *c, size_t si, const char *sect, const char *name)
+{
+    struct sq_config *cfg = c->cfg;
+    if (c->slots[si])
+        return &cfg->databases[c->slots[si] - 1];
+    if (!sq_valid_name(name)) {
+        fail(c, "[%s]: database names are 1-128 characters of letters, digits and _.:-", sect);
+        return NULL;
+    }
+    if (strcmp(name, SQ_DEFAULT_DATABASE) == 0) {
+        fail(c, "[%s]: \"%s\" is the name of the unnamed [database] section; write [database] or choose another "
+                "name", sect, SQ_DEFAULT_DATABASE);
+        return NULL;
+    }
+    struct sq_db_conf *grown = xrealloc_array(cfg->databases, cfg->ndatabases + 1, sizeof *grown);
+    if (!grown) {
+        fail(c, "out of memory");
+        return NULL;
+    }
+    cfg->databases = grown;
+    struct sq_db_conf *d = &grown[cfg->ndatabases];
+    memset(d, 0, sizeof *d);
+    if (!sq_options_defaults(SQ_SECT_DATABASE, d) || !(d->name = strdup(name))) {
+        sq_options_free(SQ_SECT_DATABASE, d);
+        fail(c, "out of memory");
+        return NULL;
+    }
+    d->line = c->cur_line;
+    c->slots[si] = ++cfg->ndatabases;
+    return d;
+}
+
 /* The line of `key` in the current section (inih does not say): the first
  * line after the section's header, before the next header, that sets it;
  * the header's line if none is found. Keys are unique in a section. */
@@ -319,6 +356,10 @@ static bool dispatch(struct parse_ctx *c, const char *section, const char *key, 
         arg = sp + 1;
         while (*arg == ' ')
             arg++;
+    }
+    if (sp && *arg && strcmp(word, sq_opt_sections[SQ_SECT_DATABASE].word) == 0) {
+        void *db = named_database(c, si, section, arg);
+        return db && (!key || set_key(c, SQ_SECT_DATABASE, db, section, key, value));
     }
     int s = sp ? (*arg ? sq_opt_section_find(word, true) : -1) : sq_opt_section_find(section, false);
     if (s < 0) {
@@ -550,18 +591,62 @@ static bool check_required(const struct sq_config *cfg, enum sq_opt_section s, c
     return true;
 }
 
+static bool database_declared(const struct sq_config *cfg, const char *name)
+{
+    if (!name || strcmp(name, SQ_DEFAULT_DATABASE) == 0)
+        return true;
+    for (size_t i = 0; i < cfg->ndatabases; i++)
+        if (strcmp(cfg->databases[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* "default, eu, us" (the unnamed one only when the file has it). */
+static void database_names(const struct sq_config *cfg, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    if (cfg->database.line || !cfg->ndatabases)
+        used = (size_t)snprintf(buf, n, "%s", SQ_DEFAULT_DATABASE);
+    for (size_t i = 0; i < cfg->ndatabases && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? ", " : "", cfg->databases[i].name);
+}
+
+/* Every `database = NAME` names a section of the file. */
+static bool check_databases(const struct sq_config *cfg, char *err, size_t errlen)
+{
+    char names[256];
+    for (size_t i = 0; i < cfg->ngroups + cfg->ncrons; i++) {
+        bool group = i < cfg->ngroups;
+        const char *db = group ? cfg->groups[i].database : cfg->crons[i - cfg->ngroups].database;
+        if (database_declared(cfg, db))
+            continue;
+        database_names(cfg, names, sizeof names);
+        snprintf(err, errlen, "%s:%d: [%s %s] database = %s: the file has no [database %s] section (its databases: %s)",
+                 cfg->path, group ? cfg->groups[i].line : cfg->crons[i - cfg->ngroups].line, group ? "queue" : "cron",
+                 group ? cfg->groups[i].queue : cfg->crons[i - cfg->ngroups].name, db, db, names);
+        return false;
+    }
+    return true;
+}
+
 /* What no single key can say: the relations between keys. */
 static bool validate(struct sq_config *cfg, int host_line, char *err, size_t errlen)
 {
     /* A session setting would stay on whichever server session the pooler
      * lent us; a role setting is the pooler-safe way. */
-    if (cfg->pooled && !cfg->synchronous_commit) {
-        snprintf(err, errlen,
-                 "%s:%d: [host] synchronous_commit = off cannot be used with [database] pooler = transaction "
-                 "(set it on the role instead: ALTER ROLE ... SET synchronous_commit = off)",
-                 cfg->path, host_line);
-        return false;
+    for (size_t i = 0; i <= cfg->ndatabases; i++) {
+        const struct sq_db_conf *d = i ? &cfg->databases[i - 1] : &cfg->database;
+        if (d->pooled && !cfg->synchronous_commit) {
+            snprintf(err, errlen,
+                     "%s:%d: [host] synchronous_commit = off cannot be used with [database%s%s] pooler = transaction "
+                     "(set it on the role instead: ALTER ROLE ... SET synchronous_commit = off)",
+                     cfg->path, host_line, d->name ? " " : "", d->name ? d->name : "");
+            return false;
+        }
     }
+    if (!check_databases(cfg, err, errlen))
+        return false;
     if (cfg->heartbeat_ms >= cfg->lease_ms) {
         snprintf(err, errlen, "%s:%d: [host] heartbeat (%lldms) must be shorter than lease (%lldms)", cfg->path,
                  host_line, (long long)cfg->heartbeat_ms, (long long)cfg->lease_ms);
@@ -610,7 +695,10 @@ static bool validate(struct sq_config *cfg, int host_line, char *err, size_t err
 static void warn_if_readable_secret(const struct sq_config *cfg)
 {
     struct stat st;
-    if (cfg->db_has_password && stat(cfg->path, &st) == 0 && (st.st_mode & 077))
+    bool secret = cfg->database.db_has_password;
+    for (size_t i = 0; i < cfg->ndatabases; i++)
+        secret = secret || cfg->databases[i].db_has_password;
+    if (secret && stat(cfg->path, &st) == 0 && (st.st_mode & 077))
         log_warn("%s holds a database password and is readable by group or others (mode %03o); "
                  "chmod 600 it, or use passfile = ~/.pgpass instead",
                  cfg->path, (unsigned)(st.st_mode & 0777));
@@ -748,10 +836,72 @@ const struct sq_kind_conf *sq_config_kind_policy(const struct sq_config *cfg, co
     return k ? k : &cfg->kind_defaults;
 }
 
+const char *sq_config_database_name(const struct sq_db_conf *d)
+{
+    return d->name ? d->name : SQ_DEFAULT_DATABASE;
+}
+
+bool sq_config_database_is(const struct sq_db_conf *d, const char *database)
+{
+    return strcmp(sq_config_database_name(d), database ? database : SQ_DEFAULT_DATABASE) == 0;
+}
+
+struct sq_config *sq_config_view(const struct sq_config *cfg, const char *name, char *err, size_t errlen)
+{
+    const struct sq_db_conf *d = NULL;
+    if (!name || strcmp(name, SQ_DEFAULT_DATABASE) == 0)
+        d = &cfg->database;
+    for (size_t i = 0; !d && i < cfg->ndatabases; i++)
+        if (strcmp(cfg->databases[i].name, name) == 0)
+            d = &cfg->databases[i];
+    if (!d) {
+        char names[256];
+        database_names(cfg, names, sizeof names);
+        snprintf(err, errlen, "%s: no [database %s] section (its databases: %s)", cfg->path, name, names);
+        return NULL;
+    }
+    struct sq_config *v = malloc(sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    *v = *cfg;
+    v->database = *d;
+    v->view_of = cfg;
+    v->groups = calloc(cfg->ngroups ? cfg->ngroups : 1, sizeof *v->groups);
+    v->crons = calloc(cfg->ncrons ? cfg->ncrons : 1, sizeof *v->crons);
+    v->ngroups = v->ncrons = 0;
+    if (!v->groups || !v->crons) {
+        sq_config_free(v);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < cfg->ngroups; i++)
+        if (sq_config_database_is(d, cfg->groups[i].database))
+            v->groups[v->ngroups++] = cfg->groups[i];
+    for (size_t i = 0; i < cfg->ncrons; i++)
+        if (sq_config_database_is(d, cfg->crons[i].database))
+            v->crons[v->ncrons++] = cfg->crons[i];
+    return v;
+}
+
 void sq_config_free(struct sq_config *cfg)
 {
     if (!cfg)
         return;
+    if (cfg->view_of) { /* its strings are the whole file's */
+        if (cfg->view_owns)
+            sq_config_free((struct sq_config *)cfg->view_of);
+        free(cfg->groups);
+        free(cfg->crons);
+        free(cfg);
+        return;
+    }
+    for (size_t i = 0; i < cfg->ndatabases; i++) {
+        sq_options_free(SQ_SECT_DATABASE, &cfg->databases[i]);
+        free(cfg->databases[i].name);
+    }
+    free(cfg->databases);
     for (int s = 0; s < SQ_SECT_COUNT; s++) {
         for (size_t i = 0; i < sq_config_count(cfg, (enum sq_opt_section)s); i++) {
             void *obj = section_at(cfg, (enum sq_opt_section)s, i);

@@ -35,6 +35,7 @@ struct sq_plugin_conf {
 /* [queue NAME]: one group of threads serving one queue. */
 struct sq_group_conf {
     char *queue;
+    char *database; /* [database NAME] its jobs are in; NULL: the default one */
     int threads;
     int connections; /* sessions the threads claim through; 0: auto (sq_config_connections) */
     int batch;    /* most jobs a thread claims per round trip */
@@ -80,19 +81,34 @@ struct sq_cron_conf {
     int priority;
     int max_attempts;
     enum sq_catch_up catch_up;
+    char *database; /* [database NAME] its jobs go to; NULL: the default one */
     int line;
 };
 
-struct sq_config {
-    char *path;
-    struct sq_kv *db; /* [database]: libpq keywords, in file order */
+/* [database] or [database NAME]: where one database's sessions connect. */
+struct sq_db_conf {
+    char *name;       /* NULL: the unnamed [database] ("default"), or the environment without one */
+    struct sq_kv *db; /* libpq keywords, in file order */
     size_t ndb;
     bool db_has_password;
-    /* [database] pooler = transaction: the sessions go through a pooler in
+    /* pooler = transaction: the sessions go through a pooler in
      * transaction mode, so skipq keeps no state in them (no named prepared
      * statements, no session settings, no LISTEN). */
     bool pooled;
-    char *listen_conninfo; /* [database] listen_conninfo: direct session for LISTEN; NULL: none */
+    char *listen_conninfo; /* direct session for LISTEN; NULL: none */
+    int line;              /* of the section's header; 0: not in the file */
+};
+
+/* The name the unnamed [database] goes by in `database = `, --database,
+ * logs and metric labels. */
+#define SQ_DEFAULT_DATABASE "default"
+
+struct sq_config {
+    /* First, so that the [database] rows of the option table (offsets into
+     * struct sq_config) are offsets into every struct sq_db_conf as well:
+     * [database NAME] sections are parsed through the same rows. */
+    struct sq_db_conf database;
+    char *path;
     /* [host] */
     char *host_name;
     int64_t poll_ms, lease_ms, heartbeat_ms, grace_ms;
@@ -119,6 +135,12 @@ struct sq_config {
     struct sq_cron_conf *crons;
     size_t ncrons;
     struct sq_kind_conf kind_defaults; /* what a kind without [kind NAME] gets */
+    struct sq_db_conf *databases; /* [database NAME] sections */
+    size_t ndatabases;
+    /* Non-NULL in a view (sq_config_view): the configuration it was cut
+     * from, which owns everything but the view's own arrays. */
+    const struct sq_config *view_of;
+    bool view_owns; /* freeing the view frees view_of too */
 };
 
 /* Defaults of the [kind] policy, used for kinds without a section. */
@@ -152,6 +174,20 @@ const struct sq_kind_conf *sq_config_kind_policy(const struct sq_config *cfg, co
 size_t sq_config_count(const struct sq_config *cfg, enum sq_opt_section s);
 const void *sq_config_section(const struct sq_config *cfg, enum sq_opt_section s, size_t i);
 const void *sq_config_find(const struct sq_config *cfg, enum sq_opt_section s, const char *name);
+/*
+ * One database of a file that declares several ([database NAME]): a
+ * configuration that reads like a file with only that database -- its
+ * `database` is that section, its groups and schedules those with
+ * `database = NAME` -- sharing everything else with cfg, which must outlive
+ * it. name NULL or "default": the unnamed [database]. NULL with a message
+ * naming the databases the file has when there is no such section.
+ * sq_config_free frees a view's own arrays only.
+ */
+struct sq_config *sq_config_view(const struct sq_config *cfg, const char *name, char *err, size_t errlen);
+/* "default", or the [database NAME] a view or a section is about. */
+const char *sq_config_database_name(const struct sq_db_conf *d);
+/* Does group or schedule `database` (NULL: the default) name d? */
+bool sq_config_database_is(const struct sq_db_conf *d, const char *database);
 /* Check what `skipq run` needs beyond a parsable file (groups, plugins). */
 bool sq_config_check_runnable(const struct sq_config *cfg, char *err, size_t errlen);
 

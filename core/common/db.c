@@ -142,14 +142,14 @@ bool sq_dbparams_build(struct sq_dbparams *p, const struct sq_config *cfg, const
     const char *url = getenv("DATABASE_URL");
     if (flag && *flag)
         ok = ok && add(p, "dbname", flag);
-    else if (cfg && cfg->ndb > 0)
-        for (size_t i = 0; ok && i < cfg->ndb; i++)
-            ok = add(p, cfg->db[i].key, cfg->db[i].value);
+    else if (cfg && cfg->database.ndb > 0)
+        for (size_t i = 0; ok && i < cfg->database.ndb; i++)
+            ok = add(p, cfg->database.db[i].key, cfg->database.db[i].value);
     else if (url && *url)
         ok = ok && add(p, "dbname", url);
     /* Last, so nothing the user set (an expanded dbname included) can
      * replace it. */
-    if (ok && !(cfg && cfg->pooled))
+    if (ok && !(cfg && cfg->database.pooled))
         ok = add_pin(p);
     if (!ok)
         sq_dbparams_free(p);

@@ -17,6 +17,7 @@
 
 _Atomic int sq_log_threshold = SQ_LOG_INFO;
 static _Thread_local char thread_name[16] = "main";
+static _Thread_local char database[48]; /* a host serving several databases: which one this thread is for */
 
 static _Thread_local sq_log_tap_fn *tap;
 static _Thread_local void *tap_arg;
@@ -46,6 +47,11 @@ void sq_log_set_thread(const char *name)
     snprintf(thread_name, sizeof thread_name, "%s", name);
 }
 
+void sq_log_set_database(const char *name)
+{
+    snprintf(database, sizeof database, "%s", name ? name : "");
+}
+
 void sq_log_vwrite(int level, const char *prefix, const char *fmt, va_list ap)
 {
     char line[2048];
@@ -53,9 +59,10 @@ void sq_log_vwrite(int level, const char *prefix, const char *fmt, va_list ap)
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [%s] %s",
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [%s%s%s] %s",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, sq_log_level_name(level), thread_name, prefix ? prefix : "");
+                     ts.tv_nsec / 1000000, sq_log_level_name(level), database, database[0] ? "/" : "", thread_name,
+                     prefix ? prefix : "");
     if (n < 0)
         return;
     if ((size_t)n < sizeof line) {

@@ -13,6 +13,9 @@ void sq_log_set_level(int level);
 const char *sq_log_level_name(int level);
 /* Name shown for the calling thread ("main", "w3", "hb"); copied. */
 void sq_log_set_thread(const char *name);
+/* A host serving several databases: the calling thread's lines say which
+ * one it is for ("[eu/w3]"); NULL or "" for none. */
+void sq_log_set_database(const char *name);
 /* A tap on the calling thread's lines: called with each line's level and
  * text (without time, level and thread); returning true keeps the line off
  * stderr. NULL removes it. */

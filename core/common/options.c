@@ -30,6 +30,8 @@
 _Static_assert(offsetof(struct sq_plugin_conf, name) == 0, "[plugin NAME] first");
 _Static_assert(offsetof(struct sq_group_conf, queue) == 0, "[queue NAME] first");
 _Static_assert(offsetof(struct sq_kind_conf, name) == 0, "[kind NAME] first");
+/* The [database] rows serve [database NAME] too (config.h). */
+_Static_assert(offsetof(struct sq_config, database) == 0, "[database] first");
 _Static_assert(offsetof(struct sq_cron_conf, name) == 0, "[cron NAME] first");
 
 static bool refuse(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -53,7 +55,7 @@ static bool check_url(const struct sq_option *o, void *obj, const char *sect, co
     if (!sq_conninfo_check(value, why, sizeof why))
         return refuse(err, errlen, "[%s] %s: %s", sect, o->key, why);
     if (strstr(value, "password") || strchr(value, '@'))
-        ((struct sq_config *)obj)->db_has_password = true;
+        ((struct sq_db_conf *)obj)->db_has_password = true;
     return true;
 }
 
@@ -61,7 +63,7 @@ static bool check_password(const struct sq_option *o, void *obj, const char *sec
                            size_t errlen)
 {
     (void)o, (void)sect, (void)value, (void)err, (void)errlen;
-    ((struct sq_config *)obj)->db_has_password = true;
+    ((struct sq_db_conf *)obj)->db_has_password = true;
     return true;
 }
 
@@ -84,7 +86,7 @@ static bool check_listen_conninfo(const struct sq_option *o, void *obj, const ch
         return refuse(err, errlen, "out of memory");
     for (PQconninfoOption *p = opts; p->keyword; p++)
         if (strcmp(p->keyword, "password") == 0 && p->val && *p->val)
-            ((struct sq_config *)obj)->db_has_password = true;
+            ((struct sq_db_conf *)obj)->db_has_password = true;
     PQconninfoFree(opts);
     return true;
 }
@@ -138,7 +140,7 @@ static bool check_payload(const struct sq_option *o, void *obj, const char *sect
 #define QUEUE(f) FIELD(struct sq_group_conf, f)
 #define KIND(f) FIELD(struct sq_kind_conf, f)
 #define CRON(f) FIELD(struct sq_cron_conf, f)
-#define DB_KV CFG(db), .aux = offsetof(struct sq_config, ndb)
+#define DB_KV CFG(database.db), .aux = offsetof(struct sq_config, database.ndb)
 /* A libpq keyword handed over as it is. */
 #define LIBPQ(k) {SQ_SECT_DATABASE, k, SQ_OPT_LIBPQ, DB_KV}
 
@@ -154,10 +156,13 @@ static const struct sq_opt_choice catch_up_choices[] = {{"latest", SQ_CATCH_UP_L
                                                         {NULL, 0, false}};
 
 const struct sq_opt_section_def sq_opt_sections[SQ_SECT_COUNT] = {
-    [SQ_SECT_DATABASE] = {"database", false, 0, SIZE_MAX, NULL, SQ_ABSENT_NONE,
+    [SQ_SECT_DATABASE] = {"database", false, 0, offsetof(struct sq_config, database.line), NULL, SQ_ABSENT_NONE,
                           "How to reach PostgreSQL. The keys are libpq's connection keywords, handed to libpq as "
                           "keywords (never pasted into a string). Precedence: `skipq --db`, then this section, then "
-                          "`$DATABASE_URL`, then libpq's `PG*` variables and defaults."},
+                          "`$DATABASE_URL`, then libpq's `PG*` variables and defaults. A host can serve queues in "
+                          "several databases: each `[database NAME]` section takes the same keys, a `[queue]` or "
+                          "`[cron]` section names its database with `database = NAME`, and those without it use "
+                          "this section (called `default`). See [Several databases](#several-databases)."},
     [SQ_SECT_HOST] = {"host", false, 0, SIZE_MAX, NULL, SQ_ABSENT_NONE, "The host process, `skipq run`."},
     [SQ_SECT_RETENTION] = {"retention", false, 0, SIZE_MAX, NULL, SQ_ABSENT_NONE,
                            "Delete finished jobs (and their executions) some time after they finish. Absent keys "
@@ -206,12 +211,12 @@ const struct sq_option sq_options[] = {
              "unset): set them here instead"},
     LIBPQ("target_session_attrs"), LIBPQ("keepalives"), LIBPQ("keepalives_idle"), LIBPQ("keepalives_interval"),
     LIBPQ("keepalives_count"), LIBPQ("tcp_user_timeout"),
-    {SQ_SECT_DATABASE, "pooler", SQ_OPT_ENUM, CFG(pooled), .def = 0, .choices = pooler_choices,
+    {SQ_SECT_DATABASE, "pooler", SQ_OPT_ENUM, CFG(database.pooled), .def = 0, .choices = pooler_choices,
      .what = "is not none or transaction (a pooler in session mode needs none)",
      .help = "`transaction` when the connection goes through a pooler in transaction mode (pgbouncer `pool_mode = "
              "transaction`): see [Behind a connection pooler](#behind-a-connection-pooler). A pooler in session mode "
              "needs `none`"},
-    {SQ_SECT_DATABASE, "listen_conninfo", SQ_OPT_STRING, CFG(listen_conninfo), .check = check_listen_conninfo,
+    {SQ_SECT_DATABASE, "listen_conninfo", SQ_OPT_STRING, CFG(database.listen_conninfo), .check = check_listen_conninfo,
      .shown = "none",
      .help = "a URI or conninfo for a direct connection (not through the pooler) used only for `LISTEN`; refused "
              "when libpq cannot parse it. Without it, a host with `pooler = transaction` does not listen and relies "
@@ -294,6 +299,9 @@ const struct sq_option sq_options[] = {
              "that asks for the job's connection (`skipq_job_conn`) gets a session of its own thread, opened on "
              "first use and kept, so its writes still commit with the job's done marker. With `isolation = "
              "process` each worker process has one session"},
+    {SQ_SECT_QUEUE, "database", SQ_OPT_NAME, QUEUE(database), .what = "database", .shown = "`default`, the unnamed [database]",
+     .help = "the `[database NAME]` section whose jobs this group runs; naming one the file does not declare is an "
+             "error"},
     {SQ_SECT_QUEUE, "kinds", SQ_OPT_LIST, QUEUE(kinds), .aux = offsetof(struct sq_group_conf, nkinds),
      .what = "kind", .shown = "every kind a plugin registered",
      .help = "comma-separated kinds this group serves; naming a kind no plugin registered is an error"},
@@ -364,6 +372,8 @@ const struct sq_option sq_options[] = {
      .help = "kind of the enqueued jobs"},
     {SQ_SECT_CRON, "queue", SQ_OPT_NAME, CRON(queue), .what = "queue", .def_str = "default",
      .help = "their queue"},
+    {SQ_SECT_CRON, "database", SQ_OPT_NAME, CRON(database), .what = "database", .shown = "`default`, the unnamed [database]",
+     .help = "the `[database NAME]` section the jobs are enqueued in; this host must serve a queue there"},
     {SQ_SECT_CRON, "payload", SQ_OPT_STRING, CRON(payload), .def_str = "{}", .check = check_payload,
      .help = "their payload, a JSON object (checked by the database at start)"},
     {SQ_SECT_CRON, "priority", SQ_OPT_INT, CRON(priority), .min = -1000000, .max = 1000000,

@@ -134,7 +134,7 @@ static void mark_hb_conn(struct sq_host *h, bool up)
 void *sq_heartbeat_main(void *arg)
 {
     struct sq_host *h = arg;
-    sq_log_set_thread("hb");
+    sq_host_log_thread(h, "hb");
     size_t cap = sq_slots_capacity(h);
     struct sq_leases s = {.ids = calloc(cap, sizeof(int64_t)),
                           .execs = calloc(cap, sizeof(int64_t)),

@@ -104,7 +104,7 @@ static bool check_schema(struct sq_host *h)
     } else {
         log_info("database %s, schema version %d, libpq %d", where, version, PQlibVersion());
     }
-    if (ok && h->cfg->pooled)
+    if (ok && h->cfg->database.pooled)
         ok = check_isolation(conn, where);
     PQfinish(conn);
     return ok;
@@ -221,7 +221,7 @@ static bool start_threads(struct sq_host *h)
         return false;
     }
     h->heartbeat_started = true;
-    if (h->cfg->pooled && !h->cfg->listen_conninfo)
+    if (h->cfg->database.pooled && !h->cfg->database.listen_conninfo)
         log_info("pooler = transaction without listen_conninfo: no LISTEN (it needs a session of its own); idle "
                  "threads poll every %" PRId64 "ms",
                  h->cfg->poll_ms);
@@ -299,18 +299,39 @@ void sq_host_release_running(struct sq_host *h)
     free(execs);
 }
 
-/* Every thread has connected once: tell systemd we are up. */
-static void check_ready(struct sq_host *h)
+/* The hosts of this process: one, or one per database the file's queues are in. */
+struct fleet {
+    struct sq_host **h;
+    size_t n;
+};
+
+/* Every thread of every host has connected once: tell systemd we are up. */
+static void check_ready(const struct fleet *f)
 {
-    if (atomic_load(&h->ready) || !atomic_load(&h->hb_connected))
-        return;
-    for (int i = 0; i < h->nworkers; i++)
-        if (!atomic_load(&h->workers[i].live->connected))
-            return;
-    atomic_store(&h->ready, true);
-    log_info("ready: every thread is connected");
-    sq_notify("READY=1");
-    sq_notify_status("running: %d worker thread(s)", sq_host_nthreads(h));
+    bool all = true;
+    for (size_t k = 0; k < f->n; k++) {
+        struct sq_host *h = f->h[k];
+        if (atomic_load(&h->ready))
+            continue;
+        bool up = atomic_load(&h->hb_connected);
+        for (int i = 0; up && i < h->nworkers; i++)
+            up = atomic_load(&h->workers[i].live->connected);
+        if (!up) {
+            all = false;
+            continue;
+        }
+        atomic_store(&h->ready, true);
+        sq_log_set_database(h->database);
+        log_info("ready: every thread is connected");
+        sq_log_set_database(NULL);
+        if (k + 1 == f->n && all) {
+            int threads = 0;
+            for (size_t j = 0; j < f->n; j++)
+                threads += sq_host_nthreads(f->h[j]);
+            sq_notify("READY=1");
+            sq_notify_status("running: %d worker thread(s)", threads);
+        }
+    }
 }
 
 /* Feed systemd's watchdog while the threads make progress. */
@@ -320,14 +341,24 @@ struct watchdog {
     bool starving;       /* we stopped feeding it (logged once) */
 };
 
-static void feed_watchdog(struct sq_host *h, struct watchdog *wd)
+static void feed_watchdog(const struct fleet *f, struct watchdog *wd)
 {
     int64_t now = sq_now_ms();
     if (!wd->interval_ms || now < wd->next)
         return;
-    char why[256];
-    /* While stopping, the shutdown grace bounds the wait instead. */
-    if (atomic_load(&h->stopping) || sq_host_progress(h, wd->interval_ms, false, why, sizeof why)) {
+    char why[256] = "";
+    bool ok = true;
+    for (size_t k = 0; ok && k < f->n; k++) {
+        struct sq_host *h = f->h[k];
+        /* While stopping, the shutdown grace bounds the wait instead. */
+        ok = atomic_load(&h->stopping) || sq_host_progress(h, wd->interval_ms, false, why, sizeof why);
+        if (!ok && h->database) {
+            char what[256];
+            snprintf(what, sizeof what, "database %s: %s", h->database, why);
+            sq_strlcpy(why, what, sizeof why);
+        }
+    }
+    if (ok) {
         if (wd->starving)
             log_info("watchdog: the threads make progress again; feeding it again");
         wd->starving = false;
@@ -342,64 +373,112 @@ static void feed_watchdog(struct sq_host *h, struct watchdog *wd)
     wd->starving = true;
 }
 
+/* The first SIGTERM or SIGINT: no new claims anywhere; returns the deadline. */
+static int64_t begin_stop(const struct fleet *f, int sig, int64_t grace_ms)
+{
+    int64_t deadline = sq_now_ms() + grace_ms;
+    int busy = 0;
+    for (size_t k = 0; k < f->n; k++)
+        busy += sq_slots_stopping(f->h[k], deadline);
+    const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (busy)
+        log_info("%s received: no new claims; waiting up to %" PRId64 "ms for %d running handler(s)", name, grace_ms,
+                 busy);
+    else
+        log_info("%s received: no new claims; no handler is running", name);
+    sq_notify("STOPPING=1");
+    sq_notify_status("stopping: waiting up to %" PRId64 "ms for running handlers", grace_ms);
+    for (size_t k = 0; k < f->n; k++)
+        sq_host_stop(f->h[k]);
+    return deadline;
+}
+
+/* Worker threads still running, in all hosts; *ended: a host whose workers
+ * all stopped although it was not told to stop. */
+static int running_workers(const struct fleet *f, const struct sq_host **ended)
+{
+    int total = 0;
+    for (size_t k = 0; k < f->n; k++) {
+        int r = atomic_load(&f->h[k]->running);
+        if (r == 0 && !atomic_load(&f->h[k]->stopping))
+            *ended = f->h[k];
+        total += r;
+    }
+    return total;
+}
+
 /* The main thread: wait for signals; returns the exit code. */
-static int signal_loop(struct sq_host *h, const sigset_t *set)
+static int signal_loop(const struct fleet *f, const sigset_t *set)
 {
     int64_t deadline = 0;
-    bool told = false;
+    bool told = false, stopping = false;
+    const struct sq_config *cfg = f->h[0]->cfg;
     struct watchdog wd = {.interval_ms = sq_notify_watchdog_ms()};
     if (wd.interval_ms)
         log_info("watchdog: systemd expects a sign of life every %" PRId64 "ms", wd.interval_ms);
     for (;;) {
-        long tick_ms = atomic_load(&h->stopping) || !atomic_load(&h->ready) ? 50 : 500;
+        bool all_ready = true;
+        for (size_t k = 0; k < f->n; k++)
+            all_ready = all_ready && atomic_load(&f->h[k]->ready);
+        long tick_ms = stopping || !all_ready ? 50 : 500;
         if (wd.interval_ms && tick_ms > wd.interval_ms / 6)
             tick_ms = wd.interval_ms / 6 > 10 ? (long)(wd.interval_ms / 6) : 10;
         struct timespec tick = {0, tick_ms * 1000000L};
         siginfo_t info;
         int sig = sigtimedwait(set, &info, &tick);
-        check_ready(h);
-        feed_watchdog(h, &wd);
-        sq_session_cut_stuck(h);
+        check_ready(f);
+        feed_watchdog(f, &wd);
+        for (size_t k = 0; k < f->n; k++)
+            sq_session_cut_stuck(f->h[k]);
         if (sig == SIGHUP) {
-            sq_host_reload(h);
-            sq_procs_signal(h, SIGHUP);
+            for (size_t k = 0; k < f->n; k++) {
+                sq_log_set_database(f->h[k]->database);
+                sq_host_reload(f->h[k]);
+                sq_procs_signal(f->h[k], SIGHUP);
+            }
+            sq_log_set_database(NULL);
             continue;
         }
         if (sig == SIGTERM || sig == SIGINT) {
-            if (atomic_load(&h->stopping)) {
+            if (stopping) {
                 log_warn("second %s: exiting now; running jobs come back when their leases expire",
                          sig == SIGTERM ? "SIGTERM" : "SIGINT");
-                sq_procs_kill(h, false);
+                for (size_t k = 0; k < f->n; k++)
+                    sq_procs_kill(f->h[k], false);
                 _exit(1);
             }
-            deadline = sq_now_ms() + h->cfg->grace_ms;
-            int busy = sq_slots_stopping(h, deadline);
-            if (busy)
-                log_info("%s received: no new claims; waiting up to %" PRId64 "ms for %d running handler(s)",
-                         sig == SIGTERM ? "SIGTERM" : "SIGINT", h->cfg->grace_ms, busy);
+            stopping = true;
+            deadline = begin_stop(f, sig, cfg->grace_ms);
+        }
+        const struct sq_host *ended = NULL;
+        int left = running_workers(f, &ended);
+        if (ended && !stopping) {
+            if (ended->database)
+                log_error("every worker thread of database %s has stopped", ended->database);
             else
-                log_info("%s received: no new claims; no handler is running", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-            sq_notify("STOPPING=1");
-            sq_notify_status("stopping: waiting up to %" PRId64 "ms for running handlers", h->cfg->grace_ms);
-            sq_host_stop(h);
-        }
-        if (atomic_load(&h->running) == 0) {
-            if (!atomic_load(&h->stopping))
                 log_error("every worker thread has stopped");
-            return atomic_load(&h->stopping) ? 0 : 1;
+            return 1;
         }
-        if (atomic_load(&h->stopping) && sq_now_ms() >= deadline && !told) {
+        if (left == 0)
+            return 0;
+        if (stopping && sq_now_ms() >= deadline && !told) {
             told = true; /* the stop contract: should-stop now, and a window to return in */
-            int busy = sq_slots_tell_stop(h);
+            int busy = 0;
+            for (size_t k = 0; k < f->n; k++)
+                busy += sq_slots_tell_stop(f->h[k]);
             if (busy) {
                 log_info("shutdown grace over: %d handler(s) told to stop; waiting up to %dms for them to return",
                          busy, SKIPQ_STOP_WINDOW_MS);
                 deadline = sq_now_ms() + SKIPQ_STOP_WINDOW_MS;
             }
         }
-        if (atomic_load(&h->stopping) && sq_now_ms() >= deadline) {
-            sq_procs_kill(h, true); /* what they held is released with the rest */
-            sq_host_release_running(h);
+        if (stopping && sq_now_ms() >= deadline) {
+            for (size_t k = 0; k < f->n; k++) {
+                sq_log_set_database(f->h[k]->database);
+                sq_procs_kill(f->h[k], true); /* what they held is released with the rest */
+                sq_host_release_running(f->h[k]);
+            }
+            sq_log_set_database(NULL);
             log_info("stopped without calling the plugins' shutdown(): handlers were still running");
             _exit(0); /* handlers still run plugin code: do not unload it under them */
         }
@@ -422,8 +501,7 @@ static void host_free(struct sq_host *h)
     free(h->workers);
     free(h->lives);
     sq_kinds_free(h->kinds);
-    sq_plugins_unload(h->plugins);
-    sq_dbparams_free(&h->params);
+    sq_dbparams_free(&h->params); /* the plugins are the process's: sq_host_run unloads them */
     sq_dbparams_free(&h->listen_params);
     pthread_mutex_destroy(&h->lock);
     pthread_mutex_destroy(&h->slots_lock);
@@ -461,18 +539,9 @@ static void warn_thread_limits(const struct sq_host *h)
     }
 }
 
-int sq_host_run(struct sq_config *cfg, const char *db_flag)
+static void host_init(struct sq_host *h, const struct sq_config *cfg)
 {
-    struct sq_host host = {.cfg = cfg};
-    struct sq_host *h = &host;
-    char err[1024];
-    int rc = 1;
-    /* Block the signals before anything can start a thread (plugins may in
-     * init): every thread inherits the mask, and only signal_loop takes
-     * them. A SIGTERM during start-up waits for the loop. */
-    sigset_t set;
-    sq_host_block_signals(&set);
-    signal(SIGPIPE, SIG_IGN);
+    h->cfg = cfg;
     pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_init(&h->slots_lock, NULL);
     pthread_mutex_init(&h->hb.conn_lock, NULL);
@@ -481,92 +550,211 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     pthread_mutex_init(&h->sup.conn_lock, NULL);
     h->sup.sock = -1;
     pthread_cond_init(&h->wake, NULL);
-    sq_log_set_level(cfg->log_level);
     atomic_store(&h->poll_ms, cfg->poll_ms);
     sq_host_name_init(h);
+}
 
-    if (!sq_config_check_runnable(cfg, err, sizeof err)) {
-        log_error("%s", err);
-        rc = 2;
-        goto out;
-    }
+/*
+ * One host, from its configuration to the moment its threads could start:
+ * where it connects, its kinds and groups, its schema, its schedules and
+ * limits. Returns 0, or the exit code (2: the configuration is wrong).
+ */
+static int host_prepare(struct sq_host *h, const char *db_flag, char *err, size_t errlen)
+{
+    const struct sq_config *cfg = h->cfg;
     /* The listener connects directly when listen_conninfo says where. */
     if (!sq_dbparams_build(&h->params, cfg, db_flag, "skipq") ||
-        !sq_dbparams_build(&h->listen_params, cfg->listen_conninfo ? NULL : cfg,
-                           cfg->listen_conninfo ? cfg->listen_conninfo : db_flag, "skipq")) {
+        !sq_dbparams_build(&h->listen_params, cfg->database.listen_conninfo ? NULL : cfg,
+                           cfg->database.listen_conninfo ? cfg->database.listen_conninfo : db_flag, "skipq")) {
         log_error("out of memory");
-        goto out;
-    }
-    sq_notify_status("loading plugins");
-    sq_queue_use_unnamed(cfg->pooled);
-    sq_queue_set_claim_bytes(cfg->claim_bytes);
-    h->plugins = sq_plugins_load(cfg, err, sizeof err);
-    if (!h->plugins) {
-        log_error("%s", err);
-        rc = 2;
-        goto out;
+        return 1;
     }
     if (!(h->kinds = sq_kinds_build(h->plugins, cfg))) {
         log_error("out of memory");
-        goto out;
+        return 1;
     }
     err[0] = '\0';
-    if (!sq_host_build_groups(h, err, sizeof err)) {
+    if (!sq_host_build_groups(h, err, errlen)) {
         log_error("%s", err[0] ? err : "out of memory");
-        rc = err[0] ? 2 : 1;
-        goto out;
+        return err[0] ? 2 : 1;
     }
-    warn_unhandled_kinds(h);
     warn_thread_limits(h);
     if (!check_schema(h))
-        goto out;
+        return 1;
     bool bad_config = false;
-    if (!sq_sched_start(h, err, sizeof err, &bad_config)) {
+    if (!sq_sched_start(h, err, errlen, &bad_config)) {
         log_error("%s", err);
-        rc = bad_config ? 2 : 1;
+        return bad_config ? 2 : 1;
+    }
+    return 0;
+}
+
+/* Log what one host runs, once its threads are started. */
+static void log_started(const struct sq_host *h)
+{
+    for (size_t i = 0; i < h->ngroups; i++)
+        log_info("queue \"%s\": %d %s on %d session(s), batch %d, kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
+                 h->groups[i].threads, h->groups[i].process ? "worker process(es)" : "thread(s)",
+                 h->groups[i].connections, h->groups[i].batch, h->groups[i].kinds_array, h->cfg->lease_ms);
+}
+
+/*
+ * The file's databases this process serves, each as a view (config.h): the
+ * default one and each [database NAME] that a [queue] group is in. A
+ * [cron] in a database without a group here is refused: nothing would
+ * run its schedule. A file with one database: cfg itself.
+ */
+static bool split_databases(const struct sq_config *cfg, struct fleet *f, char *err, size_t errlen)
+{
+    f->n = 0;
+    if (!(f->h = calloc(cfg->ndatabases + 1, sizeof *f->h)))
+        goto oom;
+    if (!cfg->ndatabases || cfg->view_of) {
+        if (!(f->h[0] = calloc(1, sizeof **f->h)))
+            goto oom;
+        host_init(f->h[0], cfg);
+        f->n = 1;
+        return true;
+    }
+    for (size_t d = 0; d <= cfg->ndatabases; d++) {
+        const char *name = d ? cfg->databases[d - 1].name : SQ_DEFAULT_DATABASE;
+        struct sq_config *v = sq_config_view(cfg, name, err, errlen);
+        if (!v)
+            return false;
+        if (v->ngroups == 0 && v->ncrons) {
+            snprintf(err, errlen, "%s:%d: [cron %s] database = %s: no [queue] section of this file serves that "
+                     "database, so no host would run the schedule", cfg->path, v->crons[0].line, v->crons[0].name,
+                     name);
+            sq_config_free(v);
+            return false;
+        }
+        if (v->ngroups == 0) {
+            sq_config_free(v);
+            continue;
+        }
+        if (!(f->h[f->n] = calloc(1, sizeof **f->h))) {
+            sq_config_free(v);
+            goto oom;
+        }
+        host_init(f->h[f->n], v);
+        f->h[f->n++]->database = d ? cfg->databases[d - 1].name : SQ_DEFAULT_DATABASE;
+    }
+    return true;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return false;
+}
+
+/* Stop, join and free every host (those never started too). */
+static void fleet_end(struct fleet *f, const struct sq_config *cfg, struct sq_metrics *metrics)
+{
+    for (size_t k = 0; k < f->n; k++)
+        sq_host_stop(f->h[k]); /* also when every worker ended on its own */
+    for (size_t k = 0; k < f->n; k++) {
+        struct sq_host *h = f->h[k];
+        for (int i = 0; i < h->nworkers; i++)
+            if (h->workers[i].started)
+                pthread_join(h->workers[i].thread, NULL);
+        atomic_store(&h->running, 0);
+        if (h->heartbeat_started)
+            pthread_join(h->heartbeat, NULL);
+        if (h->listener_started)
+            pthread_join(h->listener, NULL);
+        sq_procs_free(h);
+    }
+    sq_metrics_stop(metrics);
+    for (size_t k = 0; k < f->n; k++) {
+        struct sq_host *h = f->h[k];
+        host_free(h);
+        if (h->cfg != cfg)
+            sq_config_free((struct sq_config *)h->cfg);
+        free(h);
+    }
+    free(f->h);
+}
+
+int sq_host_run(struct sq_config *cfg, const char *db_flag)
+{
+    char err[1024];
+    int rc = 1;
+    struct fleet fleet = {0};
+    struct sq_plugins *plugins = NULL;
+    struct sq_metrics *metrics = NULL;
+    /* Block the signals before anything can start a thread (plugins may in
+     * init): every thread inherits the mask, and only signal_loop takes
+     * them. A SIGTERM during start-up waits for the loop. */
+    sigset_t set;
+    sq_host_block_signals(&set);
+    signal(SIGPIPE, SIG_IGN);
+    sq_log_set_level(cfg->log_level);
+
+    if (!sq_config_check_runnable(cfg, err, sizeof err) || !split_databases(cfg, &fleet, err, sizeof err)) {
+        log_error("%s", err);
+        rc = 2;
         goto out;
     }
+    bool pooled = false;
+    for (size_t k = 0; k < fleet.n; k++)
+        pooled = pooled || fleet.h[k]->cfg->database.pooled;
+    sq_notify_status("loading plugins");
+    sq_queue_use_unnamed(pooled); /* statements are the process's: unnamed if any session goes through a pooler */
+    sq_queue_set_claim_bytes(cfg->claim_bytes);
+    if (!(plugins = sq_plugins_load(cfg, err, sizeof err))) {
+        log_error("%s", err);
+        rc = 2;
+        goto out;
+    }
+    for (size_t k = 0; k < fleet.n; k++) {
+        struct sq_host *h = fleet.h[k];
+        h->plugins = plugins;
+        sq_log_set_database(h->database);
+        rc = host_prepare(h, db_flag, err, sizeof err);
+        sq_log_set_database(NULL);
+        if (rc != 0)
+            goto out;
+        if (k == 0)
+            warn_unhandled_kinds(h);
+    }
+    rc = 1;
     /* Before any thread: a port in use stops the host before it claims. */
-    if (cfg->metrics_listen && !(h->metrics = sq_metrics_start(h, err, sizeof err))) {
+    if (cfg->metrics_listen && !(metrics = sq_metrics_start(fleet.h, fleet.n, err, sizeof err))) {
         log_error("%s", err);
         goto out;
     }
     sq_notify_status("starting threads");
-    err[0] = '\0';
-    if (!build_workers(h, db_flag, err, sizeof err)) {
-        log_error("%s", err[0] ? err : "out of memory");
-        goto out;
+    for (size_t k = 0; k < fleet.n; k++) {
+        struct sq_host *h = fleet.h[k];
+        sq_log_set_database(h->database);
+        err[0] = '\0';
+        bool built = build_workers(h, db_flag, err, sizeof err);
+        if (!built)
+            log_error("%s", err[0] ? err : "out of memory");
+        bool started = built && start_threads(h);
+        if (built && !started)
+            log_error("cannot start threads");
+        if (started)
+            log_started(h);
+        sq_log_set_database(NULL);
+        if (!started)
+            goto out;
     }
-    if (!start_threads(h)) {
-        log_error("cannot start threads");
-        sq_host_stop(h);
-        goto join;
-    }
-    for (size_t i = 0; i < h->ngroups; i++)
-        log_info("queue \"%s\": %d %s on %d session(s), batch %d, kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
-                 h->groups[i].threads, h->groups[i].process ? "worker process(es)" : "thread(s)",
-                 h->groups[i].connections, h->groups[i].batch, h->groups[i].kinds_array, cfg->lease_ms);
-    log_info("skipq %s started as %s (pid %d): %d worker(s), heartbeat every %" PRId64 "ms", SKIPQ_VERSION, h->name,
-             (int)getpid(), h->nworkers, cfg->heartbeat_ms);
-    rc = signal_loop(h, &set);
-join:
-    sq_host_stop(h); /* also when every worker ended on its own */
-    for (int i = 0; i < h->nworkers; i++)
-        if (h->workers[i].started)
-            pthread_join(h->workers[i].thread, NULL);
-    atomic_store(&h->running, 0);
-    if (h->heartbeat_started)
-        pthread_join(h->heartbeat, NULL);
-    if (h->listener_started)
-        pthread_join(h->listener, NULL);
-    sq_procs_free(h);
-    sq_metrics_stop(h->metrics);
-    h->metrics = NULL;
+    int threads = 0;
+    for (size_t k = 0; k < fleet.n; k++)
+        threads += fleet.h[k]->nworkers;
+    if (fleet.n > 1)
+        log_info("skipq %s started as %s (pid %d): %zu databases, %d worker(s), heartbeat every %" PRId64 "ms",
+                 SKIPQ_VERSION, fleet.h[0]->name, (int)getpid(), fleet.n, threads, cfg->heartbeat_ms);
+    else
+        log_info("skipq %s started as %s (pid %d): %d worker(s), heartbeat every %" PRId64 "ms", SKIPQ_VERSION,
+                 fleet.h[0]->name, (int)getpid(), threads, cfg->heartbeat_ms);
+    rc = signal_loop(&fleet, &set);
+    fleet_end(&fleet, cfg, metrics);
     if (rc == 0)
         log_info("stopped");
+    sq_plugins_unload(plugins);
+    return rc;
 out:
-    sq_metrics_stop(h->metrics);
-    sq_procs_free(h);
-    host_free(h);
+    fleet_end(&fleet, cfg, metrics);
+    sq_plugins_unload(plugins);
     return rc;
 }

@@ -119,7 +119,7 @@ static bool drain(struct sq_host *h, PGconn *conn)
 void *sq_listener_main(void *arg)
 {
     struct sq_host *h = arg;
-    sq_log_set_thread("listen");
+    sq_host_log_thread(h, "listen");
     PGconn *conn = NULL;
     bool reported = false, listening_logged = false;
     int64_t step = SQ_RECONNECT_MIN_MS, last_traffic = 0;

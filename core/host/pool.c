@@ -63,7 +63,7 @@ static void *hand_main(void *arg)
     struct sq_hand *hd = arg;
     struct sq_pool *p = hd->pool;
     struct sq_host *h = p->w->host;
-    sq_log_set_thread(hd->session.name);
+    sq_host_log_thread(h, hd->session.name);
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->quit && (p->nq == 0 || atomic_load(&h->stopping)))

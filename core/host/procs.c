@@ -221,7 +221,20 @@ static bool spawn_one(struct sq_procs *ps, struct sq_proc *p)
         if (strncmp(environ[i], SQ_WPROC_ENV "=", sizeof SQ_WPROC_ENV) != 0)
             envp[e++] = environ[i];
     envp[e++] = env_entry;
-    char *argv[] = {ps->exe, "run", "-c", ps->config_path, ps->db_flag ? "--db" : NULL, ps->db_flag, NULL};
+    /* A host serving one of several databases hands its worker the same cut
+     * of the file, so that group and worker indexes agree. */
+    const char *database = h->cfg->view_of ? sq_config_database_name(&h->cfg->database) : NULL;
+    char *argv[8] = {ps->exe, "run", "-c", ps->config_path};
+    int a = 4;
+    if (database) {
+        argv[a++] = "--database";
+        argv[a++] = (char *)database;
+    }
+    if (ps->db_flag) {
+        argv[a++] = "--db";
+        argv[a++] = ps->db_flag;
+    }
+    argv[a] = NULL;
     posix_spawn_file_actions_init(&fa);
     fa_init = true;
     posix_spawn_file_actions_adddup2(&fa, hi_mem, 3);
@@ -456,7 +469,7 @@ static void end_backend(struct sq_procs *ps, struct sq_worker *w, PGconn *conn)
 {
     char err[512];
     int pid = atomic_exchange(&w->live->backend_pid, 0);
-    if (!conn || pid <= 0 || ps->h->cfg->pooled)
+    if (!conn || pid <= 0 || ps->h->cfg->database.pooled)
         return;
     int r = sq_queue_end_backend(conn, pid, END_BACKEND_WAIT_MS, err, sizeof err);
     if (r < 0)
@@ -734,7 +747,7 @@ static void *supervise(void *arg)
 {
     struct sq_procs *ps = arg;
     struct sq_host *h = ps->h;
-    sq_log_set_thread("procs");
+    sq_host_log_thread(h, "procs");
     /* The session deaths are recorded on, made now: the first crash is then
      * recorded as fast as the next ones. */
     session(ps);

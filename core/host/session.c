@@ -70,7 +70,7 @@ PGconn *sq_session_open_for(struct sq_host *h, struct sq_worker *w, char *err, s
      * host.c checks the isolation default at start-up instead, the config
      * refuses synchronous_commit = off there, and unnamed statements are
      * planned for the table as it is at each execution. */
-    bool session = !h->cfg->pooled;
+    bool session = !h->cfg->database.pooled;
     if ((session && !sq_db_exec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
                                 err, errlen)) ||
         (session && !sq_db_exec(conn, "SET enable_seqscan = off; SET jit = off", err, errlen)) ||

@@ -13,11 +13,28 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "common/log.h"
 #include "common/util.h"
 
 const struct sq_config *sq_host_config(const struct sq_host *h)
 {
     return h->cfg;
+}
+
+void sq_host_log_thread(const struct sq_host *h, const char *name)
+{
+    sq_log_set_database(h->database);
+    sq_log_set_thread(name);
+}
+
+const char *sq_host_database(const struct sq_host *h)
+{
+    return h->database;
+}
+
+void sq_host_set_metrics(struct sq_host *h, struct sq_metrics *m)
+{
+    h->metrics = m;
 }
 
 const char *sq_host_name(const struct sq_host *h)

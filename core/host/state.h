@@ -142,7 +142,10 @@ struct sq_worker {
 };
 
 struct sq_host {
-    const struct sq_config *cfg;
+    const struct sq_config *cfg; /* with several databases, a view of the file: this host's database */
+    /* One of several databases served by this process: its name, for logs
+     * and metric labels; NULL when the file declares one database. */
+    const char *database;
     struct sq_plugins *plugins;
     struct sq_dbparams params;
     struct sq_dbparams listen_params; /* the listener's: listen_conninfo, else params' */
@@ -188,6 +191,14 @@ struct sq_host {
 /* ---- accessors (state.c), for the services around the runtime ---- */
 
 const struct sq_config *sq_host_config(const struct sq_host *h);
+/* Name the calling thread in log lines, with the host's database when the
+ * process serves several. */
+void sq_host_log_thread(const struct sq_host *h, const char *name);
+/* The database this host serves when the process serves several (for
+ * labels); NULL when it serves one. */
+const char *sq_host_database(const struct sq_host *h);
+/* Where the heartbeat thread stores its ready-job samples (metrics.c). */
+void sq_host_set_metrics(struct sq_host *h, struct sq_metrics *m);
 /* The host's name ([host] name, else the machine's). */
 const char *sq_host_name(const struct sq_host *h);
 /* Where sessions connect: the workers' and the listener's. */

@@ -421,7 +421,7 @@ static void *pool_main(struct sq_worker *w)
     struct sq_group *g = w->group;
     uint32_t seed = (uint32_t)(time(NULL) ^ (getpid() << 8) ^ (uint32_t)w->index * 2654435761u);
     char err[512];
-    sq_log_set_thread(w->name);
+    sq_host_log_thread(w->host, w->name);
     int cap = sq_worker_claim_cap(w);
     struct half hf[2];
     int64_t *held = calloc((size_t)w->nslots, sizeof *held);
@@ -540,7 +540,7 @@ void *sq_worker_main(void *arg)
     struct sq_group *g = w->group;
     uint32_t seed = (uint32_t)(time(NULL) ^ (getpid() << 8) ^ (uint32_t)w->index * 2654435761u);
     char err[512];
-    sq_log_set_thread(w->name);
+    sq_host_log_thread(w->host, w->name);
     int cap = w->nslots;
     struct sq_claimed *claimed = calloc((size_t)cap, sizeof *claimed);
     struct sq_kind **kinds = calloc((size_t)cap, sizeof *kinds); /* claimed[k]'s */

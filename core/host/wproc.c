@@ -68,7 +68,7 @@ static void *control_main(void *arg)
 {
     struct sq_host *h = arg;
     struct sq_group *g = h->workers[0].group;
-    sq_log_set_thread("ctl");
+    sq_host_log_thread(h, "ctl");
     for (;;) {
         struct sq_ctl m;
         ssize_t n = read(CTL_FD, &m, sizeof m);
@@ -175,7 +175,9 @@ static void signal_loop(struct sq_host *h, const sigset_t *set)
 
 static _Noreturn void run(struct sq_config *cfg, const char *db_flag, const char *spec_text)
 {
-    struct sq_host host = {.cfg = cfg, .in_child = true};
+    struct sq_host host = {.cfg = cfg,
+                           .in_child = true,
+                           .database = cfg->view_of ? sq_config_database_name(&cfg->database) : NULL};
     struct sq_host *h = &host;
     struct spec sp;
     char err[1024] = "";
@@ -198,7 +200,7 @@ static _Noreturn void run(struct sq_config *cfg, const char *db_flag, const char
     }
     char name[16];
     snprintf(name, sizeof name, "w%d", sp.index);
-    sq_log_set_thread(name);
+    sq_host_log_thread(h, name);
     base = mmap(NULL, sp.size, PROT_READ | PROT_WRITE, MAP_SHARED, SHM_FD, 0);
     close(SHM_FD);
     if (base == MAP_FAILED || sp.group >= cfg->ngroups) {
@@ -209,7 +211,7 @@ static _Noreturn void run(struct sq_config *cfg, const char *db_flag, const char
         log_error("out of memory");
         goto out;
     }
-    sq_queue_use_unnamed(cfg->pooled);
+    sq_queue_use_unnamed(cfg->database.pooled);
     sq_queue_set_claim_bytes(cfg->claim_bytes);
     if (!(h->plugins = sq_plugins_load(cfg, err, sizeof err)) || !(h->kinds = sq_kinds_build(h->plugins, cfg)) ||
         !sq_host_build_groups(h, err, sizeof err) ||

@@ -424,7 +424,7 @@ static int database_params(struct sq_web *w, const struct opts *o)
         fprintf(stderr, "skipq: %s\n", err);
         return EXIT_USAGE;
     }
-    if (w->cfg && w->cfg->pooled) {
+    if (w->cfg && w->cfg->database.pooled) {
         fprintf(stderr, "skipq web: %s: [database] pooler = transaction: the dashboard keeps session settings "
                         "(time zone, statement timeout, read-only); connect it to the server or to a pooler in "
                         "session mode\n", o->config);
@@ -433,7 +433,7 @@ static int database_params(struct sq_web *w, const struct opts *o)
     const char *url = getenv("DATABASE_URL"), *what = NULL, *s = NULL;
     if (o->db && *o->db)
         what = "--db", s = o->db;
-    else if (!(w->cfg && w->cfg->ndb > 0) && url && *url)
+    else if (!(w->cfg && w->cfg->database.ndb > 0) && url && *url)
         what = "DATABASE_URL", s = url;
     if (s && !sq_conninfo_check(s, err, sizeof err)) {
         fprintf(stderr, "skipq: %s: %s\n", what, err);
