@@ -210,6 +210,69 @@ Test(databases, a_stopped_cluster_stops_only_its_own_queues_and_they_resume_when
     th_assert_clean_log(ini);
 }
 
+/*
+ * A database down when the host starts does not keep the others from
+ * starting: its queues start once it answers. A host stopped before then
+ * exits cleanly.
+ */
+Test(databases, a_cluster_down_at_start_up_starts_its_queues_when_it_answers, .timeout = 300)
+{
+    struct th_db a, b;
+    struct th_cluster cb;
+    th_db_new(&a);
+    db_on_cluster(&cb, &b);
+    int port = th_free_port();
+    char extra[1400];
+    snprintf(extra, sizeof extra,
+             "[database b]\nurl = %s\n\n"
+             "[metrics]\nlisten = 127.0.0.1:%d\nunhealthy_after = 1s\n\n"
+             "[queue qa]\nthreads = 2\n\n"
+             "[queue qb]\ndatabase = b\nthreads = 2\n",
+             b.conninfo, port);
+    char *ini = th_host_ini(&a, "late-database", NULL, NULL, extra);
+    enqueue_many(b.conn, "qb", 200);
+    PQfinish(b.conn);
+    b.conn = NULL;
+    pg_sh("stop", &cb);
+
+    /* Stopped while b is still down: a clean exit, at once. */
+    pid_t pid = th_host_start(ini);
+    char *log = wait_log(ini, "its queues start once it answers", 1);
+    cr_assert_not_null(strstr(log, "its queues start once it answers"), "%s", log);
+    free(log);
+    int64_t asked = th_now_ms();
+    cr_expect_eq(th_host_stop(pid, 30000), 0, "a host waiting for a database did not stop cleanly");
+    cr_expect_lt(th_now_ms() - asked, 15000, "stopping took %lld ms", (long long)(th_now_ms() - asked));
+
+    /* Started again, b still down: a drains, /healthz names b. */
+    enqueue_many(a.conn, "qa", 300);
+    pid = th_host_start(ini);
+    cr_expect_eq(th_wait_scalar(a.conn, 300, 60000, DONE_SQL), 300, "database default did not start without b");
+    int status = 0;
+    char *body = healthz_until(port, 503, &status);
+    cr_expect_eq(status, 503);
+    cr_expect_not_null(strstr(body, "database b: unreachable since start-up"), "%s", body);
+    cr_expect_null(strstr(body, "database default:"), "%s", body);
+    free(body);
+    cr_assert_eq(kill(pid, 0), 0, "the host exited with database b down");
+
+    /* b answers: its queue starts, /healthz is ok. */
+    pg_sh("start", &cb);
+    long long done = th_wait_robust(&b, 200, 60000, DONE_SQL);
+    cr_expect_eq(done, 200, "database b's queue did not start when it answered (%lld done)", done);
+    body = healthz_until(port, 200, &status);
+    cr_expect_eq(status, 200, "/healthz did not turn ok: %s", body);
+    free(body);
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
+    cr_expect_eq(th_robust_scalar(&b, RAN_TWICE_SQL), 0, "a job of database b ran twice");
+    th_check_invariants(a.conn);
+    th_check_invariants(b.conn);
+    log = th_host_log(ini);
+    cr_expect_not_null(strstr(log, "the database answers: starting its queues"), "%s", log);
+    free(log);
+    th_assert_clean_log(ini);
+}
+
 /* The same with worker processes: each is started on its host's database. */
 Test(databases, worker_processes_serve_the_database_of_their_group, .timeout = 300)
 {

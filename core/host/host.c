@@ -79,35 +79,47 @@ static bool check_isolation(PGconn *conn, const char *where)
     return ok;
 }
 
-static bool check_schema(struct sq_host *h)
+/* What start-up found in a host's database. */
+enum start_check {
+    START_OK,
+    START_UNREACHABLE, /* could not connect, or a statement failed: may pass later */
+    START_FAILED,      /* the schema is missing or at another version, or the isolation is wrong */
+    START_BAD_CONFIG,  /* the file says what the database refuses (cron time zone, payload): exit 2 */
+};
+
+static enum start_check check_schema(struct sq_host *h, char *err, size_t errlen)
 {
-    char err[512];
-    PGconn *conn = sq_db_connect(&h->params, err, sizeof err);
+    PGconn *conn = sq_db_connect(&h->params, err, errlen);
     if (!conn) {
-        log_error("cannot connect to the database: %s", err);
-        return false;
+        char why[512];
+        sq_strlcpy(why, err, sizeof why);
+        snprintf(err, errlen, "cannot connect to the database: %s", why);
+        return START_UNREACHABLE;
     }
-    char where[256];
+    char where[256], why[512];
     sq_db_describe(conn, where, sizeof where);
     int version = 0;
-    bool ok = skipq_schema_version(conn, &version, err, sizeof err) == SKIPQ_OK;
-    if (!ok)
-        log_error("cannot read the skipq schema version (%s): %s", where, err);
-    else if (version == 0) {
-        log_error("the database %s has no skipq schema: run `skipq migrate` (with this file: skipq migrate -c %s)", where,
-                  h->cfg->path);
-        ok = false;
+    enum start_check r = START_OK;
+    if (skipq_schema_version(conn, &version, why, sizeof why) != SKIPQ_OK) {
+        snprintf(err, errlen, "cannot read the skipq schema version (%s): %s", where, why);
+        r = START_UNREACHABLE;
+    } else if (version == 0) {
+        snprintf(err, errlen, "the database %s has no skipq schema: run `skipq migrate` (with this file: skipq migrate "
+                 "-c %s)", where, h->cfg->path);
+        r = START_FAILED;
     } else if (version != skipq_schema_version_required()) {
-        log_error("the skipq schema in %s is at version %d; this host needs %d: run `skipq migrate`", where, version,
-                  skipq_schema_version_required());
-        ok = false;
+        snprintf(err, errlen, "the skipq schema in %s is at version %d; this host needs %d: run `skipq migrate`", where,
+                 version, skipq_schema_version_required());
+        r = START_FAILED;
     } else {
         log_info("database %s, schema version %d, libpq %d", where, version, PQlibVersion());
     }
-    if (ok && h->cfg->database.pooled)
-        ok = check_isolation(conn, where);
+    if (r == START_OK && h->cfg->database.pooled && !check_isolation(conn, where)) {
+        snprintf(err, errlen, "pooler = transaction needs default_transaction_isolation 'read committed' in %s", where);
+        r = START_FAILED;
+    }
     PQfinish(conn);
-    return ok;
+    return r;
 }
 
 bool sq_host_build_groups(struct sq_host *h, char *err, size_t errlen)
@@ -303,15 +315,25 @@ void sq_host_release_running(struct sq_host *h)
 struct fleet {
     struct sq_host **h;
     size_t n;
+    bool ready_sent; /* READY=1 went to systemd */
 };
 
-/* Every thread of every host has connected once: tell systemd we are up. */
-static void check_ready(const struct fleet *f)
+/* A host the main thread may look into: not waiting for its database to
+ * start (its workers are being built by another thread until then). */
+static bool live_host(const struct sq_host *h)
+{
+    return !atomic_load(&h->deferred);
+}
+
+/* Every thread of every host has connected once: tell systemd we are up.
+ * A host still waiting for its database since start-up does not hold the
+ * others back. */
+static void check_ready(struct fleet *f)
 {
     bool all = true;
     for (size_t k = 0; k < f->n; k++) {
         struct sq_host *h = f->h[k];
-        if (atomic_load(&h->ready))
+        if (!live_host(h) || atomic_load(&h->ready))
             continue;
         bool up = atomic_load(&h->hb_connected);
         for (int i = 0; up && i < h->nworkers; i++)
@@ -324,14 +346,15 @@ static void check_ready(const struct fleet *f)
         sq_log_set_database(h->database);
         log_info("ready: every thread is connected");
         sq_log_set_database(NULL);
-        if (k + 1 == f->n && all) {
-            int threads = 0;
-            for (size_t j = 0; j < f->n; j++)
-                threads += sq_host_nthreads(f->h[j]);
-            sq_notify("READY=1");
-            sq_notify_status("running: %d worker thread(s)", threads);
-        }
     }
+    if (!all || f->ready_sent)
+        return;
+    int threads = 0;
+    for (size_t k = 0; k < f->n; k++)
+        threads += live_host(f->h[k]) ? sq_host_nthreads(f->h[k]) : 0;
+    f->ready_sent = true;
+    sq_notify("READY=1");
+    sq_notify_status("running: %d worker thread(s)", threads);
 }
 
 /* Feed systemd's watchdog while the threads make progress. */
@@ -351,7 +374,7 @@ static void feed_watchdog(const struct fleet *f, struct watchdog *wd)
     for (size_t k = 0; ok && k < f->n; k++) {
         struct sq_host *h = f->h[k];
         /* While stopping, the shutdown grace bounds the wait instead. */
-        ok = atomic_load(&h->stopping) || sq_host_progress(h, wd->interval_ms, false, why, sizeof why);
+        ok = !live_host(h) || atomic_load(&h->stopping) || sq_host_progress(h, wd->interval_ms, false, why, sizeof why);
         if (!ok && h->database) {
             char what[256];
             snprintf(what, sizeof what, "database %s: %s", h->database, why);
@@ -379,7 +402,7 @@ static int64_t begin_stop(const struct fleet *f, int sig, int64_t grace_ms)
     int64_t deadline = sq_now_ms() + grace_ms;
     int busy = 0;
     for (size_t k = 0; k < f->n; k++)
-        busy += sq_slots_stopping(f->h[k], deadline);
+        busy += live_host(f->h[k]) ? sq_slots_stopping(f->h[k], deadline) : 0;
     const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
     if (busy)
         log_info("%s received: no new claims; waiting up to %" PRId64 "ms for %d running handler(s)", name, grace_ms,
@@ -399,8 +422,10 @@ static int running_workers(const struct fleet *f, const struct sq_host **ended)
 {
     int total = 0;
     for (size_t k = 0; k < f->n; k++) {
+        if (!live_host(f->h[k]))
+            continue;
         int r = atomic_load(&f->h[k]->running);
-        if (r == 0 && !atomic_load(&f->h[k]->stopping))
+        if ((r == 0 && !atomic_load(&f->h[k]->stopping)) || atomic_load(&f->h[k]->start_failed))
             *ended = f->h[k];
         total += r;
     }
@@ -408,7 +433,7 @@ static int running_workers(const struct fleet *f, const struct sq_host **ended)
 }
 
 /* The main thread: wait for signals; returns the exit code. */
-static int signal_loop(const struct fleet *f, const sigset_t *set)
+static int signal_loop(struct fleet *f, const sigset_t *set)
 {
     int64_t deadline = 0;
     bool told = false, stopping = false;
@@ -419,7 +444,7 @@ static int signal_loop(const struct fleet *f, const sigset_t *set)
     for (;;) {
         bool all_ready = true;
         for (size_t k = 0; k < f->n; k++)
-            all_ready = all_ready && atomic_load(&f->h[k]->ready);
+            all_ready = all_ready && (!live_host(f->h[k]) || atomic_load(&f->h[k]->ready));
         long tick_ms = stopping || !all_ready ? 50 : 500;
         if (wd.interval_ms && tick_ms > wd.interval_ms / 6)
             tick_ms = wd.interval_ms / 6 > 10 ? (long)(wd.interval_ms / 6) : 10;
@@ -429,9 +454,12 @@ static int signal_loop(const struct fleet *f, const sigset_t *set)
         check_ready(f);
         feed_watchdog(f, &wd);
         for (size_t k = 0; k < f->n; k++)
-            sq_session_cut_stuck(f->h[k]);
+            if (live_host(f->h[k]))
+                sq_session_cut_stuck(f->h[k]);
         if (sig == SIGHUP) {
             for (size_t k = 0; k < f->n; k++) {
+                if (!live_host(f->h[k]))
+                    continue; /* it reads the file when it starts */
                 sq_log_set_database(f->h[k]->database);
                 sq_host_reload(f->h[k]);
                 sq_procs_signal(f->h[k], SIGHUP);
@@ -444,7 +472,8 @@ static int signal_loop(const struct fleet *f, const sigset_t *set)
                 log_warn("second %s: exiting now; running jobs come back when their leases expire",
                          sig == SIGTERM ? "SIGTERM" : "SIGINT");
                 for (size_t k = 0; k < f->n; k++)
-                    sq_procs_kill(f->h[k], false);
+                    if (live_host(f->h[k]))
+                        sq_procs_kill(f->h[k], false);
                 _exit(1);
             }
             stopping = true;
@@ -459,13 +488,13 @@ static int signal_loop(const struct fleet *f, const sigset_t *set)
                 log_error("every worker thread has stopped");
             return 1;
         }
-        if (left == 0)
+        if (left == 0 && stopping)
             return 0;
         if (stopping && sq_now_ms() >= deadline && !told) {
             told = true; /* the stop contract: should-stop now, and a window to return in */
             int busy = 0;
             for (size_t k = 0; k < f->n; k++)
-                busy += sq_slots_tell_stop(f->h[k]);
+                busy += live_host(f->h[k]) ? sq_slots_tell_stop(f->h[k]) : 0;
             if (busy) {
                 log_info("shutdown grace over: %d handler(s) told to stop; waiting up to %dms for them to return",
                          busy, SKIPQ_STOP_WINDOW_MS);
@@ -474,6 +503,8 @@ static int signal_loop(const struct fleet *f, const sigset_t *set)
         }
         if (stopping && sq_now_ms() >= deadline) {
             for (size_t k = 0; k < f->n; k++) {
+                if (!live_host(f->h[k]))
+                    continue;
                 sq_log_set_database(f->h[k]->database);
                 sq_procs_kill(f->h[k], true); /* what they held is released with the rest */
                 sq_host_release_running(f->h[k]);
@@ -555,11 +586,11 @@ static void host_init(struct sq_host *h, const struct sq_config *cfg)
 }
 
 /*
- * One host, from its configuration to the moment its threads could start:
- * where it connects, its kinds and groups, its schema, its schedules and
- * limits. Returns 0, or the exit code (2: the configuration is wrong).
+ * One host, from its configuration to its groups: where it connects, its
+ * kinds and groups; nothing asks the database yet. Returns 0, or the exit
+ * code (2: the configuration is wrong).
  */
-static int host_prepare(struct sq_host *h, const char *db_flag, char *err, size_t errlen)
+static int host_build(struct sq_host *h, const char *db_flag, char *err, size_t errlen)
 {
     const struct sq_config *cfg = h->cfg;
     /* The listener connects directly when listen_conninfo says where. */
@@ -579,14 +610,20 @@ static int host_prepare(struct sq_host *h, const char *db_flag, char *err, size_
         return err[0] ? 2 : 1;
     }
     warn_thread_limits(h);
-    if (!check_schema(h))
-        return 1;
-    bool bad_config = false;
-    if (!sq_sched_start(h, err, errlen, &bad_config)) {
-        log_error("%s", err);
-        return bad_config ? 2 : 1;
-    }
     return 0;
+}
+
+/* What only the database can say before the threads start: its schema,
+ * then the schedules and limits registered (scheduler.c). */
+static enum start_check host_check(struct sq_host *h, char *err, size_t errlen)
+{
+    enum start_check r = check_schema(h, err, errlen);
+    if (r != START_OK)
+        return r;
+    bool bad_config = false;
+    if (!sq_sched_start(h, err, errlen, &bad_config))
+        return bad_config ? START_BAD_CONFIG : START_UNREACHABLE;
+    return START_OK;
 }
 
 /* Log what one host runs, once its threads are started. */
@@ -596,6 +633,91 @@ static void log_started(const struct sq_host *h)
         log_info("queue \"%s\": %d %s on %d session(s), batch %d, kinds %s, lease %" PRId64 "ms", h->groups[i].queue,
                  h->groups[i].threads, h->groups[i].process ? "worker process(es)" : "thread(s)",
                  h->groups[i].connections, h->groups[i].batch, h->groups[i].kinds_array, h->cfg->lease_ms);
+}
+
+/* Between two tries of a database unreachable since start-up. */
+#define START_RETRY_MAX_MS 5000
+
+static bool build_and_start(struct sq_host *h, const char *db_flag)
+{
+    char err[1024] = "";
+    if (!build_workers(h, db_flag, err, sizeof err)) {
+        log_error("%s", err[0] ? err : "out of memory");
+        return false;
+    }
+    if (!start_threads(h)) {
+        log_error("cannot start threads");
+        return false;
+    }
+    log_started(h);
+    return true;
+}
+
+struct starter_arg {
+    struct sq_host *h;
+    const char *db_flag;
+};
+
+/*
+ * A database of several that could not be reached at start-up: try again,
+ * from 100 ms up to every 5 s, until it answers or the host stops; then
+ * start its threads and hand the host to the main thread. What stops it is
+ * logged once per kind of failure, and once when it gets through.
+ */
+static void *start_later(void *arg)
+{
+    struct starter_arg *a = arg;
+    struct sq_host *h = a->h;
+    sq_host_log_thread(h, "start");
+    int64_t step = SQ_RECONNECT_MIN_MS;
+    enum start_check last = START_UNREACHABLE;
+    for (;;) {
+        sq_host_wait_reconnect(h, sq_host_reconnect_gen(h), step, true);
+        if (atomic_load(&h->stopping))
+            break;
+        char err[1024];
+        enum start_check r = host_check(h, err, sizeof err);
+        if (r == START_OK) {
+            log_info("the database answers: starting its queues");
+            if (!build_and_start(h, a->db_flag))
+                atomic_store(&h->start_failed, true); /* the main thread stops the process */
+            atomic_store(&h->deferred, false);   /* and takes the host from here */
+            break;
+        }
+        if (r != last)
+            log_error("%s; trying again every %ds", err, START_RETRY_MAX_MS / 1000);
+        last = r;
+        step = step * 2 > START_RETRY_MAX_MS ? START_RETRY_MAX_MS : step * 2;
+    }
+    free(a);
+    return NULL;
+}
+
+/* Start h's threads, or with several databases, when h's cannot be reached
+ * now, a thread that starts them once it can. False: stop the process. */
+static bool start_host(struct sq_host *h, const char *db_flag, bool several, int *rc)
+{
+    char err[1024];
+    enum start_check r = host_check(h, err, sizeof err);
+    if (r == START_OK)
+        return build_and_start(h, db_flag);
+    log_error("%s", err);
+    *rc = r == START_BAD_CONFIG ? 2 : 1;
+    if (r != START_UNREACHABLE || !several)
+        return false;
+    struct starter_arg *a = malloc(sizeof *a);
+    if (!a)
+        return false;
+    *a = (struct starter_arg){h, db_flag};
+    atomic_store(&h->deferred, true);
+    if (pthread_create(&h->starter, NULL, start_later, a) != 0) {
+        free(a);
+        atomic_store(&h->deferred, false);
+        return false;
+    }
+    h->starter_started = true;
+    log_warn("its queues start once it answers; the other databases' start now");
+    return true;
 }
 
 /*
@@ -652,6 +774,8 @@ static void fleet_end(struct fleet *f, const struct sq_config *cfg, struct sq_me
         sq_host_stop(f->h[k]); /* also when every worker ended on its own */
     for (size_t k = 0; k < f->n; k++) {
         struct sq_host *h = f->h[k];
+        if (h->starter_started) /* first: it may be starting h's threads */
+            pthread_join(h->starter, NULL);
         for (int i = 0; i < h->nworkers; i++)
             if (h->workers[i].started)
                 pthread_join(h->workers[i].thread, NULL);
@@ -708,7 +832,7 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         struct sq_host *h = fleet.h[k];
         h->plugins = plugins;
         sq_log_set_database(h->database);
-        rc = host_prepare(h, db_flag, err, sizeof err);
+        rc = host_build(h, db_flag, err, sizeof err);
         sq_log_set_database(NULL);
         if (rc != 0)
             goto out;
@@ -723,24 +847,16 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
     }
     sq_notify_status("starting threads");
     for (size_t k = 0; k < fleet.n; k++) {
-        struct sq_host *h = fleet.h[k];
-        sq_log_set_database(h->database);
-        err[0] = '\0';
-        bool built = build_workers(h, db_flag, err, sizeof err);
-        if (!built)
-            log_error("%s", err[0] ? err : "out of memory");
-        bool started = built && start_threads(h);
-        if (built && !started)
-            log_error("cannot start threads");
-        if (started)
-            log_started(h);
+        sq_log_set_database(fleet.h[k]->database);
+        bool started = start_host(fleet.h[k], db_flag, fleet.n > 1, &rc);
         sq_log_set_database(NULL);
         if (!started)
             goto out;
     }
+    rc = 1;
     int threads = 0;
     for (size_t k = 0; k < fleet.n; k++)
-        threads += fleet.h[k]->nworkers;
+        threads += live_host(fleet.h[k]) ? fleet.h[k]->nworkers : 0;
     if (fleet.n > 1)
         log_info("skipq %s started as %s (pid %d): %zu databases, %d worker(s), heartbeat every %" PRId64 "ms",
                  SKIPQ_VERSION, fleet.h[0]->name, (int)getpid(), fleet.n, threads, cfg->heartbeat_ms);

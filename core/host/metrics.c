@@ -331,6 +331,8 @@ static const char *host_trouble(struct sq_host *h, char *why, size_t whylen)
 {
     if (sq_host_stopping(h))
         return "stopping";
+    if (sq_host_deferred(h))
+        return "unreachable since start-up: its queues start once it answers";
     if (!sq_host_ready(h))
         return "starting: not every thread has connected to the database yet";
     if (sq_host_progress(h, sq_host_config(h)->metrics_unhealthy_ms, true, why, whylen))

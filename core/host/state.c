@@ -32,6 +32,11 @@ const char *sq_host_database(const struct sq_host *h)
     return h->database;
 }
 
+bool sq_host_deferred(const struct sq_host *h)
+{
+    return atomic_load(&h->deferred);
+}
+
 void sq_host_set_metrics(struct sq_host *h, struct sq_metrics *m)
 {
     h->metrics = m;

@@ -146,6 +146,13 @@ struct sq_host {
     /* One of several databases served by this process: its name, for logs
      * and metric labels; NULL when the file declares one database. */
     const char *database;
+    /* Several databases: this one could not be reached at start-up, so a
+     * thread of its own (host.c) retries and starts its threads once it
+     * answers; until then the main thread leaves this host alone. */
+    atomic_bool deferred;
+    atomic_bool start_failed; /* its threads could not be started late: the process stops */
+    pthread_t starter;
+    bool starter_started;
     struct sq_plugins *plugins;
     struct sq_dbparams params;
     struct sq_dbparams listen_params; /* the listener's: listen_conninfo, else params' */
@@ -197,6 +204,8 @@ void sq_host_log_thread(const struct sq_host *h, const char *name);
 /* The database this host serves when the process serves several (for
  * labels); NULL when it serves one. */
 const char *sq_host_database(const struct sq_host *h);
+/* Waiting for its database since start-up (several databases only). */
+bool sq_host_deferred(const struct sq_host *h);
 /* Where the heartbeat thread stores its ready-job samples (metrics.c). */
 void sq_host_set_metrics(struct sq_host *h, struct sq_metrics *m);
 /* The host's name ([host] name, else the machine's). */
