@@ -459,7 +459,7 @@ static int signal_loop(struct fleet *f, const sigset_t *set)
         if (sig == SIGHUP) {
             for (size_t k = 0; k < f->n; k++) {
                 if (!live_host(f->h[k]))
-                    continue; /* it reads the file when it starts */
+                    continue; /* not started: it starts with the file as it was at start-up */
                 sq_log_set_database(f->h[k]->database);
                 sq_host_reload(f->h[k]);
                 sq_procs_signal(f->h[k], SIGHUP);
