@@ -447,6 +447,22 @@ char *th_slurp(const char *path)
     return f ? read_stream(f) : strdup("");
 }
 
+char *th_http_get(int port, const char *path, int *status)
+{
+    static int calls;
+    char body[600], cmd[1400];
+    snprintf(body, sizeof body, "%s/http-%d.body", th_tmpdir(), calls++);
+    snprintf(cmd, sizeof cmd, "curl -s -m 10 -o '%s' -w '%%{http_code}' 'http://127.0.0.1:%d%s'", body, port, path);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char code[16] = "";
+    if (!fgets(code, sizeof code, p))
+        code[0] = '\0';
+    pclose(p);
+    *status = atoi(code);
+    return th_slurp(body);
+}
+
 char *th_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");

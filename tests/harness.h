@@ -203,6 +203,10 @@ size_t th_read_ledger(const char *path, int64_t **job_ids);
  */
 void th_check_invariants(PGconn *conn);
 
+/* GET http://127.0.0.1:port/path with the curl binary (a real HTTP client):
+ * the body (malloc'd) and the HTTP status (0: nothing answered). */
+char *th_http_get(int port, const char *path, int *status);
+
 /* ---- servers (harness_servers.c) ----------------------------------------------------------- */
 
 /* A port on 127.0.0.1 that nothing listens on right now. */

@@ -53,30 +53,12 @@ static char *wait_log(const char *ini, const char *needle, int n)
     }
 }
 
-/* GET http://127.0.0.1:port/path with curl: the body (malloc'd) and status. */
-static char *http_get(int port, const char *path, int *status)
-{
-    static int calls;
-    char body[600], cmd[1400];
-    snprintf(body, sizeof body, "%s/http-%d.body", th_tmpdir(), calls++);
-    snprintf(cmd, sizeof cmd, "curl -s -m 10 -o '%s' -w '%%{http_code}' 'http://127.0.0.1:%d%s'", body, port, path);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    char code[16] = "";
-    if (!fgets(code, sizeof code, p))
-        code[0] = '\0';
-    pclose(p);
-    *status = atoi(code);
-    char *text = th_slurp(body);
-    return text ? text : strdup("");
-}
-
 /* Poll /healthz until it answers `want` (or 30 s pass); the last body. */
 static char *healthz_until(int port, int want, int *status)
 {
     int64_t end = th_now_ms() + 30000;
     for (;;) {
-        char *text = http_get(port, "/healthz", status);
+        char *text = th_http_get(port, "/healthz", status);
         if (*status == want || th_now_ms() > end)
             return text;
         free(text);
@@ -105,34 +87,58 @@ static void db_on_cluster(struct th_cluster *c, struct th_db *db)
     free(shared);
 }
 
-Test(databases, a_stopped_cluster_stops_only_its_own_queues_and_they_resume_when_it_returns, .timeout = 300)
-{
+/* One host serving two databases: `a` on the shared test server
+ * ([database]) and `b` on a private cluster ([database b]), with /metrics
+ * on `port`. */
+struct two {
     struct th_db a, b;
     struct th_cluster cb;
-    th_db_new(&a);
-    db_on_cluster(&cb, &b);
-    int port = th_free_port();
+    int port;
+    char *ini;
+};
+
+/* Queue qa in a and qb in b, `threads` each, `isolation` thread or process. */
+static void two_databases(struct two *t, const char *name, int threads, const char *isolation)
+{
+    th_db_new(&t->a);
+    db_on_cluster(&t->cb, &t->b);
+    t->port = th_free_port();
     char extra[1400];
     snprintf(extra, sizeof extra,
              "[database b]\nurl = %s\n\n"
              "[metrics]\nlisten = 127.0.0.1:%d\nunhealthy_after = 1s\n\n"
-             "[queue qa]\nthreads = 3\n\n"
-             "[queue qb]\ndatabase = b\nthreads = 3\n",
-             b.conninfo, port);
-    char *ini = th_host_ini(&a, "two-databases", NULL, NULL, extra);
+             "[queue qa]\nthreads = %d\nisolation = %s\n\n"
+             "[queue qb]\ndatabase = b\nthreads = %d\nisolation = %s\n",
+             t->b.conninfo, t->port, threads, isolation, threads, isolation);
+    t->ini = th_host_ini(&t->a, name, NULL, NULL, extra);
+}
 
-    enqueue_many(a.conn, "qa", 300);
-    enqueue_many(b.conn, "qb", 300);
-    pid_t pid = th_host_start(ini);
-    cr_assert_eq(th_wait_scalar(a.conn, 300, 60000, DONE_SQL), 300, "database default did not drain");
-    cr_assert_eq(th_wait_scalar(b.conn, 300, 60000, DONE_SQL), 300, "database b did not drain");
+/* Every job ran once in each database, and the invariants hold there. */
+static void expect_once_in_both(struct two *t)
+{
+    cr_expect_eq(th_scalar(t->a.conn, RAN_TWICE_SQL), 0, "a job of database default ran twice");
+    cr_expect_eq(th_robust_scalar(&t->b, RAN_TWICE_SQL), 0, "a job of database b ran twice");
+    th_check_invariants(t->a.conn);
+    th_check_invariants(t->b.conn);
+}
+
+Test(databases, a_stopped_cluster_stops_only_its_own_queues_and_they_resume_when_it_returns, .timeout = 300)
+{
+    struct two t;
+    two_databases(&t, "two-databases", 3, "thread");
+
+    enqueue_many(t.a.conn, "qa", 300);
+    enqueue_many(t.b.conn, "qb", 300);
+    pid_t pid = th_host_start(t.ini);
+    cr_assert_eq(th_wait_scalar(t.a.conn, 300, 60000, DONE_SQL), 300, "database default did not drain");
+    cr_assert_eq(th_wait_scalar(t.b.conn, 300, 60000, DONE_SQL), 300, "database b did not drain");
     int status = 0;
-    free(healthz_until(port, 200, &status));
+    free(healthz_until(t.port, 200, &status));
     cr_assert_eq(status, 200, "/healthz is not ok with both databases up");
 
     /* SIGHUP with the file unchanged: each database compares its own part. */
     cr_assert_eq(kill(pid, SIGHUP), 0);
-    char *log = wait_log(ini, "configuration reloaded: 0 change(s) applied, 0 need a restart", 2);
+    char *log = wait_log(t.ini, "configuration reloaded: 0 change(s) applied, 0 need a restart", 2);
     cr_expect_eq(count(log, "configuration reloaded: 0 change(s) applied, 0 need a restart"), 2,
                  "each database should reload with nothing to apply:\n%s", log);
     cr_expect_eq(count(log, "needs a restart"), 0, "an unchanged file reloaded as changed:\n%s", log);
@@ -140,18 +146,18 @@ Test(databases, a_stopped_cluster_stops_only_its_own_queues_and_they_resume_when
 
     /* b goes away with jobs that fall due while it is down: a keeps
      * draining, the host stays up, /healthz names b. */
-    cr_assert_eq(th_scalar(b.conn, "SELECT count(skipq.enqueue('test', '{}', queue => 'qb',"
+    cr_assert_eq(th_scalar(t.b.conn, "SELECT count(skipq.enqueue('test', '{}', queue => 'qb',"
                                    " run_at => pg_catalog.now() + interval '2 seconds'))"
                                    " FROM generate_series(1, 100)"),
                  100);
     int64_t due = th_now_ms() + 2500;
-    PQfinish(b.conn);
-    b.conn = NULL;
-    pg_sh("stop", &cb);
-    enqueue_many(a.conn, "qa", 400);
-    cr_expect_eq(th_wait_scalar(a.conn, 700, 60000, DONE_SQL), 700,
+    PQfinish(t.b.conn);
+    t.b.conn = NULL;
+    pg_sh("stop", &t.cb);
+    enqueue_many(t.a.conn, "qa", 400);
+    cr_expect_eq(th_wait_scalar(t.a.conn, 700, 60000, DONE_SQL), 700,
                  "database default stopped draining while database b was down");
-    char *body = healthz_until(port, 503, &status);
+    char *body = healthz_until(t.port, 503, &status);
     cr_expect_eq(status, 503, "/healthz stayed %d with database b down: %s", status, body);
     cr_expect_not_null(strstr(body, "database b:"), "/healthz does not name database b: %s", body);
     cr_expect_null(strstr(body, "database default:"), "/healthz blames database default: %s", body);
@@ -161,17 +167,17 @@ Test(databases, a_stopped_cluster_stops_only_its_own_queues_and_they_resume_when
     /* b is back: its queues resume, /healthz is ok again. */
     while (th_now_ms() < due) /* the delayed jobs fell due while b was down */
         usleep(100000);
-    pg_sh("start", &cb);
-    long long seen = th_wait_robust(&b, 400, 30000, DONE_SQL);
+    pg_sh("start", &t.cb);
+    long long seen = th_wait_robust(&t.b, 400, 30000, DONE_SQL);
     cr_assert_eq(seen, 400, "the jobs that fell due while database b was down did not run after it (%lld)", seen);
-    enqueue_many(b.conn, "qb", 200);
-    cr_expect_eq(th_wait_scalar(b.conn, 600, 60000, DONE_SQL), 600, "database b's queue did not resume");
-    body = healthz_until(port, 200, &status);
+    enqueue_many(t.b.conn, "qb", 200);
+    cr_expect_eq(th_wait_scalar(t.b.conn, 600, 60000, DONE_SQL), 600, "database b's queue did not resume");
+    body = healthz_until(t.port, 200, &status);
     cr_expect_eq(status, 200, "/healthz did not recover: %s", body);
     free(body);
 
     /* /metrics: each database's counters under its own label. */
-    char *text = http_get(port, "/metrics", &status);
+    char *text = th_http_get(t.port, "/metrics", &status);
     cr_expect_eq(status, 200);
     cr_expect_not_null(strstr(text, "skipq_jobs_done_total{database=\"default\",kind=\"test\"} 700"),
                        "no done count of 700 for database default:\n%s", text);
@@ -182,32 +188,29 @@ Test(databases, a_stopped_cluster_stops_only_its_own_queues_and_they_resume_when
 
     /* The CLI reaches each database by name. */
     char *out = NULL, *err = NULL;
-    cr_expect_eq(th_cli(&out, &err, "stats", "-c", ini, "--database", "b", "--json", NULL), 0, "%s", err);
+    cr_expect_eq(th_cli(&out, &err, "stats", "-c", t.ini, "--database", "b", "--json", NULL), 0, "%s", err);
     cr_expect_not_null(strstr(out, "\"qb\""), "stats --database b does not show queue qb: %s", out);
     cr_expect_null(strstr(out, "\"qa\""), "stats --database b shows queue qa: %s", out);
     free(out), free(err);
-    cr_expect_eq(th_cli(&out, &err, "stats", "-c", ini, "--json", NULL), 0, "%s", err);
+    cr_expect_eq(th_cli(&out, &err, "stats", "-c", t.ini, "--json", NULL), 0, "%s", err);
     cr_expect_not_null(strstr(out, "\"qa\""), "stats without --database does not show queue qa: %s", out);
     free(out), free(err);
-    cr_expect_eq(th_cli(&out, &err, "jobs", "list", "-c", ini, "--database", "b", "--queue", "qb", "--limit", "1",
+    cr_expect_eq(th_cli(&out, &err, "jobs", "list", "-c", t.ini, "--database", "b", "--queue", "qb", "--limit", "1",
                         NULL),
                  0, "%s", err);
     cr_expect_not_null(strstr(out, "qb"), "jobs list --database b: %s", out);
     free(out), free(err);
-    cr_expect_eq(th_cli(&out, &err, "stats", "-c", ini, "--database", "nowhere", NULL), 2);
+    cr_expect_eq(th_cli(&out, &err, "stats", "-c", t.ini, "--database", "nowhere", NULL), 2);
     cr_expect_not_null(strstr(err, "no [database nowhere] section (its databases: default, b)"), "%s", err);
     free(out), free(err);
 
     cr_expect_eq(th_host_stop(pid, 15000), 0);
-    cr_expect_eq(th_scalar(a.conn, RAN_TWICE_SQL), 0, "a job of database default ran twice");
-    cr_expect_eq(th_robust_scalar(&b, RAN_TWICE_SQL), 0, "a job of database b ran twice");
-    th_check_invariants(a.conn);
-    th_check_invariants(b.conn);
-    log = th_host_log(ini);
+    expect_once_in_both(&t);
+    log = th_host_log(t.ini);
     cr_expect_not_null(strstr(log, "[b/"), "the log does not say which lines are database b's");
     cr_expect_not_null(strstr(log, "2 databases"), "the start-up line does not count the databases");
     free(log);
-    th_assert_clean_log(ini);
+    th_assert_clean_log(t.ini);
 }
 
 /*
@@ -217,27 +220,16 @@ Test(databases, a_stopped_cluster_stops_only_its_own_queues_and_they_resume_when
  */
 Test(databases, a_cluster_down_at_start_up_starts_its_queues_when_it_answers, .timeout = 300)
 {
-    struct th_db a, b;
-    struct th_cluster cb;
-    th_db_new(&a);
-    db_on_cluster(&cb, &b);
-    int port = th_free_port();
-    char extra[1400];
-    snprintf(extra, sizeof extra,
-             "[database b]\nurl = %s\n\n"
-             "[metrics]\nlisten = 127.0.0.1:%d\nunhealthy_after = 1s\n\n"
-             "[queue qa]\nthreads = 2\n\n"
-             "[queue qb]\ndatabase = b\nthreads = 2\n",
-             b.conninfo, port);
-    char *ini = th_host_ini(&a, "late-database", NULL, NULL, extra);
-    enqueue_many(b.conn, "qb", 200);
-    PQfinish(b.conn);
-    b.conn = NULL;
-    pg_sh("stop", &cb);
+    struct two t;
+    two_databases(&t, "late-database", 2, "thread");
+    enqueue_many(t.b.conn, "qb", 200);
+    PQfinish(t.b.conn);
+    t.b.conn = NULL;
+    pg_sh("stop", &t.cb);
 
     /* Stopped while b is still down: a clean exit, at once. */
-    pid_t pid = th_host_start(ini);
-    char *log = wait_log(ini, "its queues start once it answers", 1);
+    pid_t pid = th_host_start(t.ini);
+    char *log = wait_log(t.ini, "its queues start once it answers", 1);
     cr_assert_not_null(strstr(log, "its queues start once it answers"), "%s", log);
     free(log);
     int64_t asked = th_now_ms();
@@ -245,11 +237,11 @@ Test(databases, a_cluster_down_at_start_up_starts_its_queues_when_it_answers, .t
     cr_expect_lt(th_now_ms() - asked, 15000, "stopping took %lld ms", (long long)(th_now_ms() - asked));
 
     /* Started again, b still down: a drains, /healthz names b. */
-    enqueue_many(a.conn, "qa", 300);
-    pid = th_host_start(ini);
-    cr_expect_eq(th_wait_scalar(a.conn, 300, 60000, DONE_SQL), 300, "database default did not start without b");
+    enqueue_many(t.a.conn, "qa", 300);
+    pid = th_host_start(t.ini);
+    cr_expect_eq(th_wait_scalar(t.a.conn, 300, 60000, DONE_SQL), 300, "database default did not start without b");
     int status = 0;
-    char *body = healthz_until(port, 503, &status);
+    char *body = healthz_until(t.port, 503, &status);
     cr_expect_eq(status, 503);
     cr_expect_not_null(strstr(body, "database b: unreachable since start-up"), "%s", body);
     cr_expect_null(strstr(body, "database default:"), "%s", body);
@@ -257,47 +249,33 @@ Test(databases, a_cluster_down_at_start_up_starts_its_queues_when_it_answers, .t
     cr_assert_eq(kill(pid, 0), 0, "the host exited with database b down");
 
     /* b answers: its queue starts, /healthz is ok. */
-    pg_sh("start", &cb);
-    long long done = th_wait_robust(&b, 200, 60000, DONE_SQL);
+    pg_sh("start", &t.cb);
+    long long done = th_wait_robust(&t.b, 200, 60000, DONE_SQL);
     cr_expect_eq(done, 200, "database b's queue did not start when it answered (%lld done)", done);
-    body = healthz_until(port, 200, &status);
+    body = healthz_until(t.port, 200, &status);
     cr_expect_eq(status, 200, "/healthz did not turn ok: %s", body);
     free(body);
     cr_expect_eq(th_host_stop(pid, 15000), 0);
-    cr_expect_eq(th_robust_scalar(&b, RAN_TWICE_SQL), 0, "a job of database b ran twice");
-    th_check_invariants(a.conn);
-    th_check_invariants(b.conn);
-    log = th_host_log(ini);
+    expect_once_in_both(&t);
+    log = th_host_log(t.ini);
     cr_expect_not_null(strstr(log, "the database answers: starting its queues"), "%s", log);
     free(log);
-    th_assert_clean_log(ini);
+    th_assert_clean_log(t.ini);
 }
 
 /* The same with worker processes: each is started on its host's database. */
 Test(databases, worker_processes_serve_the_database_of_their_group, .timeout = 300)
 {
-    struct th_db a, b;
-    struct th_cluster cb;
-    th_db_new(&a);
-    db_on_cluster(&cb, &b);
-    char extra[1200];
-    snprintf(extra, sizeof extra,
-             "[database b]\nurl = %s\n\n"
-             "[queue qa]\nthreads = 2\nisolation = process\n\n"
-             "[queue qb]\ndatabase = b\nthreads = 2\nisolation = process\n",
-             b.conninfo);
-    char *ini = th_host_ini(&a, "two-databases-process", NULL, NULL, extra);
-    enqueue_many(a.conn, "qa", 200);
-    enqueue_many(b.conn, "qb", 200);
-    pid_t pid = th_host_start(ini);
-    cr_expect_eq(th_wait_scalar(a.conn, 200, 60000, DONE_SQL), 200, "database default did not drain");
-    cr_expect_eq(th_wait_scalar(b.conn, 200, 60000, DONE_SQL), 200, "database b did not drain");
+    struct two t;
+    two_databases(&t, "two-databases-process", 2, "process");
+    enqueue_many(t.a.conn, "qa", 200);
+    enqueue_many(t.b.conn, "qb", 200);
+    pid_t pid = th_host_start(t.ini);
+    cr_expect_eq(th_wait_scalar(t.a.conn, 200, 60000, DONE_SQL), 200, "database default did not drain");
+    cr_expect_eq(th_wait_scalar(t.b.conn, 200, 60000, DONE_SQL), 200, "database b did not drain");
     cr_expect_eq(th_host_stop(pid, 15000), 0);
-    cr_expect_eq(th_scalar(a.conn, RAN_TWICE_SQL), 0);
-    cr_expect_eq(th_scalar(b.conn, RAN_TWICE_SQL), 0);
-    th_check_invariants(a.conn);
-    th_check_invariants(b.conn);
-    th_assert_clean_log(ini);
+    expect_once_in_both(&t);
+    th_assert_clean_log(t.ini);
 }
 
 /* Which database a command means is never guessed. */

@@ -25,31 +25,6 @@
 #include "harness.h"
 #include "host/queue.h"
 
-/* GET http://127.0.0.1:port/path with curl; the body (malloc'd) and the
- * HTTP status (0: nothing answered). */
-static char *http_get(int port, const char *path, int *status)
-{
-    static int calls;
-    char body[600], cmd[1400];
-    snprintf(body, sizeof body, "%s/http-%d.body", th_tmpdir(), calls++);
-    snprintf(cmd, sizeof cmd, "curl -s -m 10 -o '%s' -w '%%{http_code}' 'http://127.0.0.1:%d%s'", body, port, path);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    char code[16] = "";
-    if (!fgets(code, sizeof code, p))
-        code[0] = '\0';
-    pclose(p);
-    *status = atoi(code);
-    FILE *f = fopen(body, "r");
-    char *text = calloc(1, 1 << 20);
-    if (f) {
-        size_t n = fread(text, 1, (1 << 20) - 1, f);
-        text[n] = '\0';
-        fclose(f);
-    }
-    return text;
-}
-
 /* The value of the sample `series` (name{labels}), or -1 when absent. */
 static double sample(const char *text, const char *series)
 {
@@ -75,7 +50,7 @@ static char *scrape_until(int port, const char *series, double want)
     int64_t end = th_now_ms() + 30000;
     for (;;) {
         int status = 0;
-        char *text = http_get(port, "/metrics", &status);
+        char *text = th_http_get(port, "/metrics", &status);
         if ((status == 200 && sample(text, series) == want) || th_now_ms() > end)
             return text;
         free(text);
@@ -179,11 +154,11 @@ Test(metrics, exact_counters_histogram_and_gauges, .timeout = 120)
     free(text);
 
     int status = 0;
-    text = http_get(port, "/healthz", &status);
+    text = th_http_get(port, "/healthz", &status);
     cr_expect_eq(status, 200, "healthz: %d %s", status, text);
     cr_expect_str_eq(text, "ok\n");
     free(text);
-    text = http_get(port, "/nothing", &status);
+    text = th_http_get(port, "/nothing", &status);
     cr_expect_eq(status, 404);
     free(text);
 
@@ -205,7 +180,7 @@ Test(metrics, healthz_says_stopping_during_the_grace, .timeout = 120)
     char *text = NULL;
     for (int64_t end = th_now_ms() + 20000; status != 200 && th_now_ms() < end; usleep(100 * 1000)) {
         free(text);
-        text = http_get(port, "/healthz", &status);
+        text = th_http_get(port, "/healthz", &status);
     }
     cr_assert_eq(status, 200, "healthz never became ok: %s", text);
     free(text);
@@ -215,10 +190,10 @@ Test(metrics, healthz_says_stopping_during_the_grace, .timeout = 120)
 
     /* SIGTERM: the handler keeps running through the grace; health is 503. */
     kill(pid, SIGTERM);
-    text = http_get(port, "/healthz", &status);
+    text = th_http_get(port, "/healthz", &status);
     for (int64_t end = th_now_ms() + 4000; status == 200 && th_now_ms() < end; usleep(50 * 1000)) {
         free(text);
-        text = http_get(port, "/healthz", &status);
+        text = th_http_get(port, "/healthz", &status);
     }
     cr_expect_eq(status, 503, "healthz while stopping: %d %s", status, text);
     cr_expect(strstr(text, "stopping") != NULL, "%s", text);
@@ -266,7 +241,7 @@ Test(metrics, off_unless_configured, .timeout = 120)
     char *text = NULL;
     for (int64_t end = th_now_ms() + 20000; status != 200 && th_now_ms() < end; usleep(100 * 1000)) {
         free(text);
-        text = http_get(port, "/healthz", &status);
+        text = th_http_get(port, "/healthz", &status);
     }
     free(text);
     cr_expect_eq(status, 200);
@@ -506,7 +481,7 @@ static int healthy_host(struct th_db *db, const char *name, pid_t *pid, char **i
     *pid = th_host_start(*ini);
     int status = 0;
     for (int64_t end = th_now_ms() + 20000; status != 200 && th_now_ms() < end; usleep(100 * 1000))
-        free(http_get(port, "/healthz", &status));
+        free(th_http_get(port, "/healthz", &status));
     cr_assert_eq(status, 200, "healthz never became ok");
     return port;
 }

@@ -591,14 +591,16 @@ static bool check_required(const struct sq_config *cfg, enum sq_opt_section s, c
     return true;
 }
 
-static bool database_declared(const struct sq_config *cfg, const char *name)
+/* The [database] a `database = ` value or --database names (NULL or
+ * "default": the unnamed one), or NULL when the file has no such section. */
+static const struct sq_db_conf *find_database(const struct sq_config *cfg, const char *name)
 {
     if (!name || strcmp(name, SQ_DEFAULT_DATABASE) == 0)
-        return true;
+        return &cfg->database;
     for (size_t i = 0; i < cfg->ndatabases; i++)
         if (strcmp(cfg->databases[i].name, name) == 0)
-            return true;
-    return false;
+            return &cfg->databases[i];
+    return NULL;
 }
 
 /* "default, eu, us" (the unnamed one only when the file has it). */
@@ -612,20 +614,31 @@ static void database_names(const struct sq_config *cfg, char *buf, size_t n)
         used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? ", " : "", cfg->databases[i].name);
 }
 
+/* Section [word name] at `line` says database = db: is there one? */
+static bool database_known(const struct sq_config *cfg, const char *word, const char *name, int line, const char *db,
+                           char *err, size_t errlen)
+{
+    if (find_database(cfg, db))
+        return true;
+    char names[256];
+    database_names(cfg, names, sizeof names);
+    snprintf(err, errlen, "%s:%d: [%s %s] database = %s: the file has no [database %s] section (its databases: %s)",
+             cfg->path, line, word, name, db, db, names);
+    return false;
+}
+
 /* Every `database = NAME` names a section of the file. */
 static bool check_databases(const struct sq_config *cfg, char *err, size_t errlen)
 {
-    char names[256];
-    for (size_t i = 0; i < cfg->ngroups + cfg->ncrons; i++) {
-        bool group = i < cfg->ngroups;
-        const char *db = group ? cfg->groups[i].database : cfg->crons[i - cfg->ngroups].database;
-        if (database_declared(cfg, db))
-            continue;
-        database_names(cfg, names, sizeof names);
-        snprintf(err, errlen, "%s:%d: [%s %s] database = %s: the file has no [database %s] section (its databases: %s)",
-                 cfg->path, group ? cfg->groups[i].line : cfg->crons[i - cfg->ngroups].line, group ? "queue" : "cron",
-                 group ? cfg->groups[i].queue : cfg->crons[i - cfg->ngroups].name, db, db, names);
-        return false;
+    for (size_t i = 0; i < cfg->ngroups; i++) {
+        const struct sq_group_conf *g = &cfg->groups[i];
+        if (!database_known(cfg, "queue", g->queue, g->line, g->database, err, errlen))
+            return false;
+    }
+    for (size_t i = 0; i < cfg->ncrons; i++) {
+        const struct sq_cron_conf *k = &cfg->crons[i];
+        if (!database_known(cfg, "cron", k->name, k->line, k->database, err, errlen))
+            return false;
     }
     return true;
 }
@@ -848,12 +861,7 @@ bool sq_config_database_is(const struct sq_db_conf *d, const char *database)
 
 struct sq_config *sq_config_view(const struct sq_config *cfg, const char *name, char *err, size_t errlen)
 {
-    const struct sq_db_conf *d = NULL;
-    if (!name || strcmp(name, SQ_DEFAULT_DATABASE) == 0)
-        d = &cfg->database;
-    for (size_t i = 0; !d && i < cfg->ndatabases; i++)
-        if (strcmp(cfg->databases[i].name, name) == 0)
-            d = &cfg->databases[i];
+    const struct sq_db_conf *d = find_database(cfg, name);
     if (!d) {
         char names[256];
         database_names(cfg, names, sizeof names);

@@ -231,15 +231,19 @@ static size_t list_len(const char *s)
     return n;
 }
 
+/* The list from its entry i on (i below its length). */
+static const char *list_skip(const char *s, size_t i)
+{
+    for (size_t k = 0; k < i; k++)
+        s = strchr(s, ',') + 1;
+    return s;
+}
+
 /* Entries [from, n) of a list of n (owned); a list of one entry applies
  * to every host and is kept whole. */
 static char *list_tail(const char *s, size_t n, size_t from)
 {
-    if (list_len(s) != n)
-        return strdup(s);
-    for (size_t i = 0; i < from; i++)
-        s = strchr(s, ',') + 1;
-    return strdup(s);
+    return strdup(list_len(s) == n ? list_skip(s, from) : s);
 }
 
 /* Entry i of a list (owned); a list of one entry: that one. */
@@ -247,8 +251,7 @@ static char *list_at(const char *s, size_t i)
 {
     if (list_len(s) <= 1)
         return strdup(s ? s : "");
-    for (size_t k = 0; k < i; k++)
-        s = strchr(s, ',') + 1;
+    s = list_skip(s, i);
     return strndup(s, strcspn(s, ","));
 }
 
