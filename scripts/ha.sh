@@ -24,6 +24,10 @@
 #        ha.sh url DIR [DBNAME]     the same as a postgresql:// URL
 #        ha.sh primary DIR          "NODE PORT" of the node accepting writes now
 #        ha.sh state DIR            the monitor's view (pg_autoctl show state)
+#        ha.sh events DIR           what decided the cluster's last minutes, for
+#                                   a failed test to print: the monitor's
+#                                   state changes and each server's
+#                                   synchronous_standby_names changes
 #        ha.sh kill-primary DIR [--postmaster-only]
 #                                   kill -9 the primary node: its pg_autoctl
 #                                   and its postmaster with every backend (a
@@ -56,8 +60,8 @@
 # postmaster killed alone within ~5 s, in place, and no failover happens.
 # When run as root, everything runs as user "postgres" (pg_autoctl refuses
 # root), so DIR's parents must be traversable by it: use /tmp/...
-# Only start, conninfo, url, primary, state, wait-primary and kill-primary
-# write to stdout; progress and errors go to stderr.
+# Only start, conninfo, url, primary, state, events, wait-primary and
+# kill-primary write to stdout; progress and errors go to stderr.
 #
 # Timings. pg_auto_failover's defaults are tuned for production (a failover
 # after 20 s without news, then 30 s for the old primary to drain). A test
@@ -97,7 +101,7 @@ die() { echo "ha.sh: $*" >&2; exit 1; }
 say() { echo "ha.sh: [${SECONDS}s] $*" >&2; }
 usage() {
     die "usage: ha.sh start DIR BASEPORT | conninfo DIR [DBNAME] | url DIR [DBNAME] | primary DIR | state DIR |" \
-        "kill-primary DIR [--postmaster-only] | switchover DIR | wait-primary DIR TIMEOUT | rejoin DIR |" \
+        "events DIR | kill-primary DIR [--postmaster-only] | switchover DIR | wait-primary DIR TIMEOUT | rejoin DIR |" \
         "set-sync DIR on|off | stall-replication DIR on|off | stop DIR | destroy DIR"
 }
 
@@ -237,6 +241,21 @@ wait_healthy() {   # SECONDS
 show_state() {
     autoctl show state --pgdata "$DIR/monitor" 2>/dev/null ||
         monitor_q "SELECT nodename, nodeport, reportedstate, goalstate FROM pgautofailover.node ORDER BY nodeid"
+}
+
+# The monitor's events (when, node, reported -> goal, why) and every change of
+# synchronous_standby_names in the data nodes' server logs, oldest first,
+# one line each: enough to tell whether a primary committed without its
+# standby (wait_primary) or was demoted late.
+show_events() {
+    monitor_q "SELECT to_char(eventtime, 'HH24:MI:SS.MS') || ' monitor: ' || nodename || ' ' || reportedstate
+                      || ' -> ' || goalstate || ': ' || description
+                 FROM pgautofailover.event ORDER BY eventid"
+    local n
+    for n in "${NODES[@]}"; do
+        grep -h 'parameter "synchronous_standby_names"\|database system is shut down\|database system is ready\|received promote' \
+            "$DIR/$n"/log/*.log 2>/dev/null | sed -E "s/^[0-9-]+ ([0-9:.]+) [A-Z]+ \[[0-9]+\] /\1 $n: /" || true
+    done
 }
 
 conninfo() {
@@ -447,6 +466,9 @@ primary)
     ;;
 state)
     show_state >&3
+    ;;
+events)
+    show_events | sort >&3
     ;;
 wait-primary)
     (($# == 1)) && [[ $1 =~ ^[0-9]+$ ]] || usage
