@@ -492,12 +492,16 @@ Test(isolation, a_claim_still_running_on_the_server_when_its_worker_dies_never_c
 /*
  * The handler dies as soon as it starts, so an attempt's whole life --
  * claim, start, death, the supervisor noticing, the record -- is
- * finished_at - started_at: within 100 ms. With a 200 ms backoff (100 to
- * 200 ms, jittered), the next attempt starts between 100 ms and 300 ms
- * after it: the job was pending again, with its backoff, not waiting for a
- * lease.
+ * finished_at - started_at, and with a 200 ms backoff (100 to 200 ms,
+ * jittered) the next attempt starts at least 100 ms after it. Both are
+ * printed; here they take 5-20 ms and 100-200 ms. What is asserted is what
+ * a user relies on: the supervisor records the crash at once, and the job
+ * is pending again with its backoff. Neither waits for the 3 s lease, so
+ * the bound is 1 s: far below the lease, and far above what a sanitizer
+ * build sharing two cores with another test adds (a 100 ms bound failed
+ * there at 105 ms).
  */
-Test(isolation, a_crashed_attempt_is_recorded_and_its_job_pending_again_within_100_ms, .timeout = 120)
+Test(isolation, a_crashed_attempt_is_recorded_at_once_and_its_job_pending_again_after_its_backoff, .timeout = 120)
 {
     th_child_raw_crashes();
     struct th_db db;
@@ -524,14 +528,14 @@ Test(isolation, a_crashed_attempt_is_recorded_and_its_job_pending_again_within_1
                 PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), life, PQgetisnull(r, i, 3) ? "" : ", next attempt ",
                 PQgetisnull(r, i, 3) ? "" : PQgetvalue(r, i, 3), PQgetisnull(r, i, 3) ? "" : " ms later");
         cr_expect_str_eq(PQgetvalue(r, i, 1), "crashed");
-        cr_expect_leq(life, 100, "attempt %s: crashed at its start but recorded %d ms after its claim",
+        cr_expect_leq(life, 1000, "attempt %s: crashed at its start but recorded %d ms after its claim (lease 3 s)",
                       PQgetvalue(r, i, 0), life);
         if (PQgetisnull(r, i, 3))
             continue;
         int gap = atoi(PQgetvalue(r, i, 3));
         cr_expect_geq(gap, 100, "attempt %s: the next one started %d ms later, before the backoff", PQgetvalue(r, i, 0),
                       gap);
-        cr_expect_leq(gap, 300, "attempt %s: the next one started %d ms later (backoff 100-200 ms)",
+        cr_expect_leq(gap, 1000, "attempt %s: the next one started %d ms later (backoff 100-200 ms, lease 3 s)",
                       PQgetvalue(r, i, 0), gap);
     }
     PQclear(r);

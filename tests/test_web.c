@@ -59,14 +59,14 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-/* Exec `skipq web --db CONNINFO ARGS...` (NULL-terminated) with its output
- * in w->log; no wait. */
+/* Exec `skipq web --db CONNINFO ARGS...` (NULL-terminated; conninfo NULL:
+ * no --db) with its output in w->log; no wait. */
 static void web_spawn(struct web *w, const char *conninfo, const char *const *args)
 {
     static int n;
     snprintf(w->log, sizeof w->log, "%s/web-%d.log", th_tmpdir(), n++);
     const char *argv[24] = {SKIPQ_BIN, "web", "--db", conninfo};
-    int argc = 4;
+    int argc = conninfo ? 4 : 2;
     for (int i = 0; args && args[i] && argc < 23; i++)
         argv[argc++] = args[i];
     argv[argc] = NULL;
@@ -108,7 +108,8 @@ static char *slurp_path(const char *path)
 
 static bool answers(int port);
 
-/* Start on a free port (plus `args`) and wait until it answers. */
+/* Start on a free port (plus `args`; db NULL: no --db) and wait until it
+ * answers. */
 static void web_start(struct web *w, const struct th_db *db, const char *const *args)
 {
     const char *all[20] = {"--listen", NULL};
@@ -118,7 +119,7 @@ static void web_start(struct web *w, const struct th_db *db, const char *const *
     all[1] = listen;
     for (int i = 0; args && args[i] && i < 17; i++)
         all[2 + i] = args[i];
-    web_spawn(w, db->conninfo, all);
+    web_spawn(w, db ? db->conninfo : NULL, all);
     for (int64_t end = th_now_ms() + 15000; !answers(w->port); usleep(50 * 1000)) {
         if (th_host_exited(w->pid) >= 0 || th_now_ms() > end) {
             char *log = slurp_path(w->log);
@@ -707,6 +708,44 @@ Test(web, pages_through_100000_jobs_by_keyset_in_under_50_ms_a_page, .timeout = 
 }
 
 /* ---- bad input ---------------------------------------------------------------------------------- */
+
+/* One dashboard per database: --database picks a section of a file that
+ * declares several, as for the other commands, and which one is never
+ * guessed. */
+Test(web, shows_the_database_that_database_names, .timeout = 60)
+{
+    struct th_db a, b;
+    th_db_new(&a);
+    th_db_new(&b);
+    th_enqueue(a.conn, "test", "{}", "qa", 0, 0);
+    int64_t in_b = th_enqueue(b.conn, "test", "{}", "qb", 0, 0);
+    char text[2048];
+    snprintf(text, sizeof text, "[database]\nurl = %s\n\n[database b]\nurl = %s\n", a.conninfo, b.conninfo);
+    char *two = th_write_file("web-two.ini", text);
+    const char *args[] = {"-c", two, "--database", "b", NULL};
+    struct web w;
+    web_start(&w, NULL, args);
+    char want[32];
+    snprintf(want, sizeof want, "%lld", (long long)in_b);
+    EXPECT_IDS(w.port, "queue=qb", want);
+    EXPECT_IDS(w.port, "queue=qa", "");
+    web_stop(&w);
+
+    char *err = NULL;
+    cr_expect_eq(th_cli(NULL, &err, "web", "-c", two, "--database", "nowhere", NULL), 2);
+    cr_expect_not_null(strstr(err, "no [database nowhere] section (its databases: default, b)"), "%s", err);
+    free(err);
+    cr_expect_eq(th_cli(NULL, &err, "web", "--database", "b", NULL), 2);
+    cr_expect_not_null(strstr(err, "--database b names a section of the INI file: give it with -c FILE"), "%s", err);
+    free(err);
+    snprintf(text, sizeof text, "[database eu]\nurl = %s\n\n[database us]\nurl = %s\n", a.conninfo, b.conninfo);
+    char *named = th_write_file("web-named.ini", text);
+    cr_expect_eq(th_cli(NULL, &err, "web", "-c", named, NULL), 2);
+    cr_expect_not_null(strstr(err, "declares [database eu], [database us] and no [database]: say which with "
+                                   "--database NAME"),
+                       "%s", err);
+    free(err);
+}
 
 Test(web, bad_parameters_are_400_with_a_message_naming_them, .timeout = 60)
 {

@@ -186,37 +186,25 @@ static int load_config(struct common *c)
         return EXIT_USAGE;
     }
     char err[1024];
-    struct sq_config *file = sq_config_load(c->config_path, err, sizeof err);
-    if (!file) {
+    if (c->every_database && !c->database) { /* skipq run: the whole file */
+        if (!(c->cfg = sq_config_load(c->config_path, err, sizeof err))) {
+            fprintf(stderr, "skipq: %s\n", err);
+            return EXIT_USAGE;
+        }
+        if (c->cfg->ndatabases && c->db) {
+            fprintf(stderr, "skipq: %s declares several databases: --db replaces one of them; say which with "
+                            "--database NAME\n", c->config_path);
+            sq_config_free(c->cfg);
+            c->cfg = NULL;
+            return EXIT_USAGE;
+        }
+        return 0;
+    }
+    if (!(c->cfg = sq_config_load_one(c->config_path, c->database, c->db != NULL, err, sizeof err))) {
         fprintf(stderr, "skipq: %s\n", err);
         return EXIT_USAGE;
     }
-    c->cfg = file;
-    if (!c->database && file->ndatabases && c->db && c->every_database) {
-        fprintf(stderr, "skipq: %s declares several databases: --db replaces one of them; say which with "
-                        "--database NAME\n", c->config_path);
-        goto usage;
-    }
-    if (!c->database && file->ndatabases && !file->database.line && !c->db && !c->every_database) {
-        fprintf(stderr, "skipq: %s declares [database %s]", c->config_path, file->databases[0].name);
-        for (size_t i = 1; i < file->ndatabases; i++)
-            fprintf(stderr, ", [database %s]", file->databases[i].name);
-        fputs(" and no [database]: say which with --database NAME\n", stderr);
-        goto usage;
-    }
-    if (!c->database)
-        return 0;
-    if (!(c->cfg = sq_config_view(file, c->database, err, sizeof err))) {
-        fprintf(stderr, "skipq: --database: %s\n", err);
-        c->cfg = file;
-        goto usage;
-    }
-    c->cfg->view_owns = true;
     return 0;
-usage:
-    sq_config_free(c->cfg);
-    c->cfg = NULL;
-    return EXIT_USAGE;
 }
 
 static PGconn *connect_db(struct common *c, const char *application_name);

@@ -893,6 +893,31 @@ struct sq_config *sq_config_view(const struct sq_config *cfg, const char *name, 
     return v;
 }
 
+struct sq_config *sq_config_load_one(const char *path, const char *name, bool db_given, char *err, size_t errlen)
+{
+    struct sq_config *file = sq_config_load(path, err, errlen);
+    if (!file)
+        return NULL;
+    if (!name && (file->database.line || !file->ndatabases || db_given))
+        return file;
+    if (!name) {
+        size_t used = (size_t)snprintf(err, errlen, "%s declares [database %s]", path, file->databases[0].name);
+        for (size_t i = 1; i < file->ndatabases && used < errlen; i++)
+            used += (size_t)snprintf(err + used, errlen - used, ", [database %s]", file->databases[i].name);
+        if (used < errlen)
+            snprintf(err + used, errlen - used, " and no [database]: say which with --database NAME");
+        sq_config_free(file);
+        return NULL;
+    }
+    struct sq_config *view = sq_config_view(file, name, err, errlen);
+    if (!view) {
+        sq_config_free(file);
+        return NULL;
+    }
+    view->view_owns = true;
+    return view;
+}
+
 void sq_config_free(struct sq_config *cfg)
 {
     if (!cfg)

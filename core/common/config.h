@@ -184,6 +184,14 @@ const void *sq_config_find(const struct sq_config *cfg, enum sq_opt_section s, c
  * sq_config_free frees a view's own arrays only.
  */
 struct sq_config *sq_config_view(const struct sq_config *cfg, const char *name, char *err, size_t errlen);
+/*
+ * What a command that works on one database reads: `path`, cut to
+ * [database name] (sq_config_view; freeing it frees the file). Without a
+ * name, the file's unnamed [database]; a file whose databases are all named
+ * has none, so that is an error naming them unless db_given (a connection
+ * string given on the command line replaces it). NULL with a message.
+ */
+struct sq_config *sq_config_load_one(const char *path, const char *name, bool db_given, char *err, size_t errlen);
 /* "default", or the [database NAME] a view or a section is about. */
 const char *sq_config_database_name(const struct sq_db_conf *d);
 /* Does group or schedule `database` (NULL: the default) name d? */

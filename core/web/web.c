@@ -67,7 +67,8 @@
 #define COOKIE "skipq_session"
 
 static const char HELP[] =
-    "usage: skipq web [--listen ADDRESS:PORT] [--read-only] [--token-file PATH] [-c FILE] [--db CONNINFO]\n\n"
+    "usage: skipq web [--listen ADDRESS:PORT] [--read-only] [--token-file PATH] [-c FILE [--database NAME]]\n"
+    "                 [--db CONNINFO]\n\n"
     "Serve the dashboard: queues and kinds with their backlog, throughput and\n"
     "failures over the last hour and day; jobs with filters and every attempt;\n"
     "dead jobs grouped by kind and error, to retry; hosts, cron schedules, kind\n"
@@ -80,6 +81,8 @@ static const char HELP[] =
     "                          \"Authorization: Bearer TOKEN\", or open /?token=TOKEN once\n"
     "  -r, --read-only         no retry, cancel, pause or resume\n"
     "  -c, --config FILE       read [database] from FILE\n"
+    "      --database NAME     read [database NAME] from FILE instead (one dashboard\n"
+    "                          per database)\n"
     "      --db CONNINFO       database (URI or conninfo)\n\n"
     "Put TLS in front with a reverse proxy (docs/web.md). Stops on SIGINT or SIGTERM.\n";
 
@@ -386,7 +389,7 @@ static enum MHD_Result on_request(void *cls, const struct sq_request *r)
 /* ---- the command --------------------------------------------------------------------------- */
 
 struct opts {
-    const char *listen, *token_file, *config, *db;
+    const char *listen, *token_file, *config, *db, *database;
     bool read_only;
 };
 
@@ -397,6 +400,7 @@ static int parse_options(int argc, char **argv, struct opts *o)
                                              {"read-only", no_argument, NULL, 'r'},
                                              {"config", required_argument, NULL, 'c'},
                                              {"db", required_argument, NULL, 'D'},
+                                             {"database", required_argument, NULL, 'B'},
                                              {"help", no_argument, NULL, 'h'},
                                              {0, 0, 0, 0}};
     int c;
@@ -407,6 +411,7 @@ static int parse_options(int argc, char **argv, struct opts *o)
         case 'r': o->read_only = true; break;
         case 'c': o->config = optarg; break;
         case 'D': o->db = optarg; break;
+        case 'B': o->database = optarg; break;
         case 'h': fputs(HELP, stdout); return 0;
         default: return usage("%s", "invalid option");
         }
@@ -420,14 +425,19 @@ static int parse_options(int argc, char **argv, struct opts *o)
 static int database_params(struct sq_web *w, const struct opts *o)
 {
     char err[1024];
-    if (o->config && !(w->cfg = sq_config_load(o->config, err, sizeof err))) {
-        fprintf(stderr, "skipq: %s\n", err);
+    if (o->database && !o->config) {
+        fprintf(stderr, "skipq web: --database %s names a section of the INI file: give it with -c FILE\n",
+                o->database);
+        return EXIT_USAGE;
+    }
+    if (o->config && !(w->cfg = sq_config_load_one(o->config, o->database, o->db && *o->db, err, sizeof err))) {
+        fprintf(stderr, "skipq web: %s\n", err);
         return EXIT_USAGE;
     }
     if (w->cfg && w->cfg->database.pooled) {
-        fprintf(stderr, "skipq web: %s: [database] pooler = transaction: the dashboard keeps session settings "
+        fprintf(stderr, "skipq web: %s: [database%s%s] pooler = transaction: the dashboard keeps session settings "
                         "(time zone, statement timeout, read-only); connect it to the server or to a pooler in "
-                        "session mode\n", o->config);
+                        "session mode\n", o->config, o->database ? " " : "", o->database ? o->database : "");
         return EXIT_USAGE;
     }
     const char *url = getenv("DATABASE_URL"), *what = NULL, *s = NULL;
