@@ -113,13 +113,17 @@ static void two_databases(struct two *t, const char *name, int threads, const ch
     t->ini = th_host_ini(&t->a, name, NULL, NULL, extra);
 }
 
-/* Every job ran once in each database, and the invariants hold there. */
-static void expect_once_in_both(struct two *t)
+/* The host stops cleanly, every job ran once in each database, the
+ * invariants hold there and the log is clean. Returns the log (free it). */
+static char *stop_and_expect_once_in_both(struct two *t, pid_t pid)
 {
+    cr_expect_eq(th_host_stop(pid, 15000), 0);
     cr_expect_eq(th_scalar(t->a.conn, RAN_TWICE_SQL), 0, "a job of database default ran twice");
     cr_expect_eq(th_robust_scalar(&t->b, RAN_TWICE_SQL), 0, "a job of database b ran twice");
     th_check_invariants(t->a.conn);
     th_check_invariants(t->b.conn);
+    th_assert_clean_log(t->ini);
+    return th_host_log(t->ini);
 }
 
 Test(databases, a_stopped_cluster_stops_only_its_own_queues_and_they_resume_when_it_returns, .timeout = 300)
@@ -204,13 +208,10 @@ Test(databases, a_stopped_cluster_stops_only_its_own_queues_and_they_resume_when
     cr_expect_not_null(strstr(err, "no [database nowhere] section (its databases: default, b)"), "%s", err);
     free(out), free(err);
 
-    cr_expect_eq(th_host_stop(pid, 15000), 0);
-    expect_once_in_both(&t);
-    log = th_host_log(t.ini);
+    log = stop_and_expect_once_in_both(&t, pid);
     cr_expect_not_null(strstr(log, "[b/"), "the log does not say which lines are database b's");
     cr_expect_not_null(strstr(log, "2 databases"), "the start-up line does not count the databases");
     free(log);
-    th_assert_clean_log(t.ini);
 }
 
 /*
@@ -255,12 +256,9 @@ Test(databases, a_cluster_down_at_start_up_starts_its_queues_when_it_answers, .t
     body = healthz_until(t.port, 200, &status);
     cr_expect_eq(status, 200, "/healthz did not turn ok: %s", body);
     free(body);
-    cr_expect_eq(th_host_stop(pid, 15000), 0);
-    expect_once_in_both(&t);
-    log = th_host_log(t.ini);
+    log = stop_and_expect_once_in_both(&t, pid);
     cr_expect_not_null(strstr(log, "the database answers: starting its queues"), "%s", log);
     free(log);
-    th_assert_clean_log(t.ini);
 }
 
 /* The same with worker processes: each is started on its host's database. */
@@ -273,9 +271,7 @@ Test(databases, worker_processes_serve_the_database_of_their_group, .timeout = 3
     pid_t pid = th_host_start(t.ini);
     cr_expect_eq(th_wait_scalar(t.a.conn, 200, 60000, DONE_SQL), 200, "database default did not drain");
     cr_expect_eq(th_wait_scalar(t.b.conn, 200, 60000, DONE_SQL), 200, "database b did not drain");
-    cr_expect_eq(th_host_stop(pid, 15000), 0);
-    expect_once_in_both(&t);
-    th_assert_clean_log(t.ini);
+    free(stop_and_expect_once_in_both(&t, pid));
 }
 
 /* Which database a command means is never guessed. */

@@ -442,6 +442,13 @@ static void enqueuer_stop(struct enqueuer *e)
     pthread_join(e->thread, NULL);
 }
 
+static void enqueuer_free(struct enqueuer *e)
+{
+    free(e->ids);
+    free(e->at);
+    free(e->seq);
+}
+
 /* An int8[] literal of a[0..n). */
 static char *int8_array(const int64_t *a, size_t n)
 {
@@ -832,11 +839,8 @@ static void drain_through(struct ha *c, enum disruption d, int lag_ms, int run_n
         th_assert_clean_log(hs[i].ini);
         expect_quiet_log(hs[i].ini);
     }
-    for (struct enqueuer *w = &e; w; w = w == &e ? &probe : NULL) {
-        free(w->ids);
-        free(w->at);
-        free(w->seq);
-    }
+    enqueuer_free(&e);
+    enqueuer_free(&probe);
 }
 
 /* When a commit was lost, what the HA manager did around the disruption

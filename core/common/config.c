@@ -854,6 +854,11 @@ const char *sq_config_database_name(const struct sq_db_conf *d)
     return d->name ? d->name : SQ_DEFAULT_DATABASE;
 }
 
+const char *sq_config_view_database(const struct sq_config *cfg)
+{
+    return cfg->view_of ? sq_config_database_name(&cfg->database) : NULL;
+}
+
 bool sq_config_database_is(const struct sq_db_conf *d, const char *database)
 {
     return strcmp(sq_config_database_name(d), database ? database : SQ_DEFAULT_DATABASE) == 0;

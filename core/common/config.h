@@ -194,6 +194,9 @@ struct sq_config *sq_config_view(const struct sq_config *cfg, const char *name, 
 struct sq_config *sq_config_load_one(const char *path, const char *name, bool db_given, char *err, size_t errlen);
 /* "default", or the [database NAME] a view or a section is about. */
 const char *sq_config_database_name(const struct sq_db_conf *d);
+/* The database a view is cut to (its name, for --database), or NULL for a
+ * whole file. */
+const char *sq_config_view_database(const struct sq_config *cfg);
 /* Does group or schedule `database` (NULL: the default) name d? */
 bool sq_config_database_is(const struct sq_db_conf *d, const char *database);
 /* Check what `skipq run` needs beyond a parsable file (groups, plugins). */

@@ -759,7 +759,7 @@ static bool split_databases(const struct sq_config *cfg, struct fleet *f, char *
             goto oom;
         }
         host_init(f->h[f->n], v);
-        f->h[f->n++]->database = d ? cfg->databases[d - 1].name : SQ_DEFAULT_DATABASE;
+        f->h[f->n++]->database = name;
     }
     return true;
 oom:
@@ -853,16 +853,14 @@ int sq_host_run(struct sq_config *cfg, const char *db_flag)
         if (!started)
             goto out;
     }
-    rc = 1;
     int threads = 0;
     for (size_t k = 0; k < fleet.n; k++)
         threads += live_host(fleet.h[k]) ? fleet.h[k]->nworkers : 0;
+    char databases[48] = "";
     if (fleet.n > 1)
-        log_info("skipq %s started as %s (pid %d): %zu databases, %d worker(s), heartbeat every %" PRId64 "ms",
-                 SKIPQ_VERSION, fleet.h[0]->name, (int)getpid(), fleet.n, threads, cfg->heartbeat_ms);
-    else
-        log_info("skipq %s started as %s (pid %d): %d worker(s), heartbeat every %" PRId64 "ms", SKIPQ_VERSION,
-                 fleet.h[0]->name, (int)getpid(), threads, cfg->heartbeat_ms);
+        snprintf(databases, sizeof databases, "%zu databases, ", fleet.n);
+    log_info("skipq %s started as %s (pid %d): %s%d worker(s), heartbeat every %" PRId64 "ms", SKIPQ_VERSION,
+             fleet.h[0]->name, (int)getpid(), databases, threads, cfg->heartbeat_ms);
     rc = signal_loop(&fleet, &set);
     fleet_end(&fleet, cfg, metrics);
     if (rc == 0)

@@ -223,7 +223,7 @@ static bool spawn_one(struct sq_procs *ps, struct sq_proc *p)
     envp[e++] = env_entry;
     /* A host serving one of several databases hands its worker the same cut
      * of the file, so that group and worker indexes agree. */
-    const char *database = h->cfg->view_of ? sq_config_database_name(&h->cfg->database) : NULL;
+    const char *database = sq_config_view_database(h->cfg);
     char *argv[8] = {ps->exe, "run", "-c", ps->config_path};
     int a = 4;
     if (database) {

@@ -278,16 +278,9 @@ void sq_host_reload(struct sq_host *h)
     char err[1024];
     const struct sq_config *o = sq_host_config(h);
     log_info("SIGHUP received: reloading %s", o->path);
-    struct sq_config *n = sq_config_load(o->path, err, sizeof err);
-    if (n && o->view_of) {
-        /* A host of one of several databases compares like with like: its
-         * database's cut of the new file. */
-        struct sq_config *file = n;
-        if ((n = sq_config_view(file, sq_config_database_name(&o->database), err, sizeof err)))
-            n->view_owns = true;
-        else
-            sq_config_free(file);
-    }
+    /* A host of one of several databases compares like with like: its
+     * database's cut of the new file. */
+    struct sq_config *n = sq_config_load_one(o->path, sq_config_view_database(o), false, err, sizeof err);
     if (!n) {
         log_error("SIGHUP: %s; keeping the running configuration", err);
         sq_notify_status("running; the last reload failed: %s", err);

@@ -177,7 +177,7 @@ static _Noreturn void run(struct sq_config *cfg, const char *db_flag, const char
 {
     struct sq_host host = {.cfg = cfg,
                            .in_child = true,
-                           .database = cfg->view_of ? sq_config_database_name(&cfg->database) : NULL};
+                           .database = sq_config_view_database(cfg)};
     struct sq_host *h = &host;
     struct spec sp;
     char err[1024] = "";
