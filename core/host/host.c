@@ -44,6 +44,7 @@
 #include "host/notify.h"
 #include "host/pause.h"
 #include "host/plugin.h"
+#include "host/pool.h"
 #include "host/procs.h"
 #include "host/queue.h"
 #include "host/reload.h"
@@ -210,7 +211,7 @@ static bool build_workers(struct sq_host *h, const char *db_flag, char *err, siz
             snprintf(w->ident, sizeof w->ident, "%s:%d:%s", h->name, (int)getpid(), w->name);
             /* The group's threads shared out among its sessions. */
             w->handlers = g->threads / g->connections + (t < g->threads % g->connections ? 1 : 0);
-            w->nslots = w->handlers > 1 ? 2 * sq_worker_claim_cap(w) : g->batch;
+            w->nslots = w->handlers > 1 ? SQ_POOL_PARTS * sq_worker_claim_cap(w) : g->batch;
             w->slots_lock = &h->slots_lock;
             w->live = &h->lives[idx];
             pthread_mutex_init(&w->conn_lock, NULL);

@@ -16,8 +16,8 @@
  * - The worker hands a claim's jobs in as a batch; handler threads take
  *   them in order (so the jobs never started are always the batch's tail,
  *   which the worker gives back when the host stops) and report each
- *   return. At most two batches are in the pool: one running, the next
- *   claimed while it runs.
+ *   return. A worker keeps up to SQ_POOL_PARTS batches in the pool
+ *   (worker.c): the oldest running, the next claimed while it runs.
  * - Once the host stops, no handler thread takes another job; waiting for
  *   a batch then ends when the jobs that were taken have returned.
  * - A handler that asks for its job's connection gets its thread's own
@@ -37,7 +37,6 @@
 #include "common/util.h"
 #include "host/session.h"
 
-#define POOL_QUEUE 4 /* batches waiting or running; the worker uses two */
 
 struct sq_pool {
     struct sq_worker *w;
@@ -45,7 +44,7 @@ struct sq_pool {
     pthread_mutex_t lock;
     pthread_cond_t work; /* a batch came, or quit */
     pthread_cond_t done; /* a job returned */
-    struct sq_batch *queue[POOL_QUEUE]; /* batches with jobs not yet taken, oldest first */
+    struct sq_batch *queue[SQ_POOL_PARTS]; /* batches with jobs not yet taken, oldest first */
     int nq;
     bool quit;
     int n;
@@ -56,6 +55,13 @@ static void pop_front(struct sq_pool *p)
 {
     memmove(p->queue, p->queue + 1, (size_t)(p->nq - 1) * sizeof *p->queue);
     p->nq--;
+}
+
+/* Is b over: closed, every job returned, or stopping with every job that
+ * was taken returned? Under p->lock. */
+static bool batch_over(const struct sq_pool *p, const struct sq_batch *b)
+{
+    return b->closed || b->returned >= b->n || (atomic_load(&p->w->host->stopping) && b->returned == b->taken);
 }
 
 static void *hand_main(void *arg)
@@ -78,7 +84,8 @@ static void *hand_main(void *arg)
         p->run(hd, b, i);
         pthread_mutex_lock(&p->lock);
         b->returned++;
-        pthread_cond_broadcast(&p->done);
+        if (batch_over(p, b))
+            pthread_cond_broadcast(&p->done);
     }
     pthread_mutex_unlock(&p->lock);
     if (hd->conn)
@@ -137,7 +144,7 @@ void sq_pool_submit(struct sq_pool *p, struct sq_batch *b)
     pthread_mutex_lock(&p->lock);
     b->taken = b->returned = 0;
     b->closed = false;
-    if (b->n > 0 && p->nq < POOL_QUEUE) {
+    if (b->n > 0 && p->nq < SQ_POOL_PARTS) {
         p->queue[p->nq++] = b;
         pthread_cond_broadcast(&p->work);
     } else if (b->n > 0) {
@@ -146,13 +153,6 @@ void sq_pool_submit(struct sq_pool *p, struct sq_batch *b)
         b->closed = true;
     }
     pthread_mutex_unlock(&p->lock);
-}
-
-/* Is b over: closed, every job returned, or stopping with every job that
- * was taken returned? Under p->lock. */
-static bool batch_over(const struct sq_pool *p, const struct sq_batch *b)
-{
-    return b->closed || b->returned >= b->n || (atomic_load(&p->w->host->stopping) && b->returned == b->taken);
 }
 
 /* Wait on p->done for at most ms (the stop and new jobs are announced on
@@ -169,25 +169,21 @@ static void wait_done(struct sq_pool *p, long ms)
     pthread_cond_timedwait(&p->done, &p->lock, &ts);
 }
 
-bool sq_pool_wait_until(struct sq_pool *p, struct sq_batch *b, int64_t until_ms, const atomic_ulong *gen,
-                        unsigned long seen)
+int sq_pool_wait_any(struct sq_pool *p, struct sq_batch *const *b, int n, int64_t until_ms, const atomic_ulong *gen,
+                     unsigned long seen)
 {
     pthread_mutex_lock(&p->lock);
-    bool over;
-    while (!(over = batch_over(p, b)) && atomic_load(gen) == seen && sq_now_ms() < until_ms)
-        wait_done(p, 5); /* a wake is seen within 5 ms */
+    int over = -1;
+    for (;;) {
+        for (int i = 0; i < n && over < 0; i++)
+            if (batch_over(p, b[i]))
+                over = i;
+        if (over >= 0 || (gen && atomic_load(gen) != seen) || sq_now_ms() >= until_ms)
+            break;
+        wait_done(p, gen ? 5 : 20); /* a wake is seen within 5 ms */
+    }
     pthread_mutex_unlock(&p->lock);
     return over;
-}
-
-int sq_pool_wait_first(struct sq_pool *p, struct sq_batch *b0, struct sq_batch *b1)
-{
-    pthread_mutex_lock(&p->lock);
-    while (!batch_over(p, b0) && !batch_over(p, b1))
-        wait_done(p, 20);
-    int first = batch_over(p, b0) ? 0 : 1;
-    pthread_mutex_unlock(&p->lock);
-    return first;
 }
 
 int sq_pool_wait(struct sq_pool *p, struct sq_batch *b)

@@ -12,6 +12,10 @@
 
 struct sq_pool;
 
+/* How many claims a worker with handler threads keeps in its pool at once:
+ * the oldest running, the others claimed while it runs (worker.c). */
+#define SQ_POOL_PARTS 3
+
 /* One claim's jobs, handed to the pool. The worker fills n and arg; the
  * counters are the pool's (under its lock). */
 struct sq_batch {
@@ -46,14 +50,12 @@ void sq_pool_submit(struct sq_pool *p, struct sq_batch *b);
 /* Wait until every job of b has returned, or, once the host stops, every
  * job a handler took; then close b. Returns b->taken. */
 int sq_pool_wait(struct sq_pool *p, struct sq_batch *b);
-/* With two batches in the pool: wait until one is over (as sq_pool_wait
- * finds it) and return which, 0 (b0) or 1 (b1), without closing it. */
-int sq_pool_wait_first(struct sq_pool *p, struct sq_batch *b0, struct sq_batch *b1);
-/* Like sq_pool_wait, but give up (false, b left open) at monotonic `until_ms` or as
- * soon as *gen is no longer `seen` (new jobs were announced). True: b is
- * done, as sq_pool_wait would have found it; then call sq_pool_wait. */
-bool sq_pool_wait_until(struct sq_pool *p, struct sq_batch *b, int64_t until_ms, const atomic_ulong *gen,
-                        unsigned long seen);
+/* Wait until one of the n batches b[] is over (as sq_pool_wait finds it)
+ * and return its index, without closing it; or give up (-1) at monotonic
+ * `until_ms` (INT64_MAX: never) or, with gen, as soon as *gen is no longer
+ * `seen` (new jobs were announced). */
+int sq_pool_wait_any(struct sq_pool *p, struct sq_batch *const *b, int n, int64_t until_ms, const atomic_ulong *gen,
+                     unsigned long seen);
 /* The lock a handler thread holds to hand in its outcome (the worker's
  * pending list and slots are shared by the handler threads). */
 void sq_pool_lock(struct sq_pool *p);

@@ -127,7 +127,7 @@ struct sq_worker {
     bool started;
     char name[16];
     char ident[160]; /* host:pid:wN, stored in locked_by and job_executions */
-    struct sq_slot *slots; /* nslots of them: group->batch, or two claims' worth with handler threads */
+    struct sq_slot *slots; /* nslots of them: group->batch, or SQ_POOL_PARTS claims' worth with handler threads */
     int nslots;
     int handlers; /* threads running its jobs: 1, the worker's own; more: a pool (pool.c) */
     pthread_mutex_t *slots_lock; /* the host's; process mode: robust, process-shared */

@@ -289,12 +289,22 @@ int sq_worker_claim_cap(const struct sq_worker *w)
 }
 
 /*
- * One of the worker's two claims in flight: while the handler threads run
- * one, the session records the other's outcomes and claims its next jobs,
- * so the handlers never wait for a round trip while the backlog is deep.
- * Each half has its own slots (base, base + cap), pending list and jobs.
+ * One of the worker's claims in flight (SQ_POOL_PARTS of them): while the
+ * handler threads run the oldest, the session records another's outcomes
+ * and claims its next jobs, so the handlers never wait for a round trip
+ * while the backlog is deep. Each part has its own slots (base, base + cap),
+ * pending list and jobs.
+ *
+ * Why more than two: a part is recorded and claimed again only once its
+ * last job has returned, and its jobs start as threads come free, so their
+ * returns spread over a while. With two parts, every thread must find the
+ * other part's jobs and then this part's new ones within one job's time of
+ * the straggler; on a busy machine (a 3 ms cycle beside 5 ms handlers) the
+ * threads waited. A third part gives them a second job's time. It is
+ * claimed only while jobs are short (a part ran within CLAIM_BUDGET_US), so
+ * slow jobs are not hoarded by one host while others could start them.
  */
-struct half {
+struct part {
     struct sq_worker *w;
     struct sq_pool *pool;
     int base;
@@ -302,18 +312,19 @@ struct half {
     struct sq_kind **kinds;
     struct sq_pending pend;
     struct sq_batch b;
-    int asked;   /* the claim's limit */
-    bool active; /* b is in the pool, not yet waited for */
+    int asked;        /* the claim's limit */
+    bool active;      /* b is in the pool, not yet waited for */
+    int64_t start_us; /* when b went into the pool */
 };
 
 static void run_pooled(struct sq_hand *hd, struct sq_batch *b, int i)
 {
-    struct half *x = b->arg;
+    struct part *x = b->arg;
     struct runner r = {.owner = &hd->session, .connp = &hd->conn, .pool = x->pool, .seed = &hd->seed};
     run_job(x->w, &r, x->base + i, &x->claimed[i], x->kinds[i], &x->pend);
 }
 
-static bool half_init(struct half *x, struct sq_worker *w, int base, int cap)
+static bool part_init(struct part *x, struct sq_worker *w, int base, int cap)
 {
     memset(x, 0, sizeof *x);
     x->w = w;
@@ -326,7 +337,7 @@ static bool half_init(struct half *x, struct sq_worker *w, int base, int cap)
     return ok;
 }
 
-static void half_free(struct half *x)
+static void part_free(struct part *x)
 {
     free(x->claimed);
     free(x->kinds);
@@ -334,83 +345,109 @@ static void half_free(struct half *x)
 }
 
 /* Wait for x's jobs; once the host stops, give back those never started.
- * Returns the size of the next claim. */
-static int half_finish(struct half *x, PGconn *conn, int cap)
+ * Returns the size of the next claim; *elapsed_us: how long x was in the
+ * pool. */
+static int part_finish(struct part *x, PGconn *conn, int cap, int64_t *elapsed_us)
 {
     struct sq_worker *w = x->w;
     atomic_store(&w->live->busy, true); /* waiting on handlers, not on the database */
     int taken = sq_pool_wait(x->pool, &x->b);
     atomic_store(&w->live->busy, false);
     atomic_store(&w->live->beat, sq_now_ms());
+    *elapsed_us = sq_now_us() - x->start_us;
     x->active = false;
     if (taken < x->b.n) {
         release_unstarted(w, conn, x->claimed + taken, x->b.n - taken);
         sq_slots_clear(w, x->base + taken, x->b.n - taken);
     }
     /* By depth alone: the claim's jobs ran side by side, and none waits
-     * behind more than the other half's (the time budget is for a thread
+     * behind more than the other parts' (the time budget is for a thread
      * that runs its claim one job after another). */
     return next_limit(x->asked, x->b.n, cap, 0);
 }
 
-/*
- * x runs and the other half is free: the backlog was drained (a short
- * claim), so wait for x's jobs -- but give up when new jobs are announced
- * or a poll interval passes, as an idle thread would, so the threads left
- * free beside a long job take new work at once instead of when it ends.
- * True: x is done.
- */
-static bool wait_or_wake(struct half *x, unsigned long *seen, uint32_t *seed)
+/* Does any part but x hold jobs: running, or outcomes to record? */
+static bool others_hold(const struct part *pt, const struct part *x)
 {
-    struct sq_worker *w = x->w;
-    int64_t poll = atomic_load(&w->host->poll_ms);
-    int64_t until = sq_now_ms() + poll * 9 / 10 + rand_r(seed) % (poll / 5 + 1);
-    atomic_store(&w->live->busy, true);
-    bool done = sq_pool_wait_until(x->pool, &x->b, until, &w->group->wake_gen, *seen);
-    atomic_store(&w->live->busy, false);
-    atomic_store(&w->live->beat, sq_now_ms());
-    return done;
+    for (int i = 0; i < SQ_POOL_PARTS; i++)
+        if (&pt[i] != x && (pt[i].active || pt[i].pend.o.n))
+            return true;
+    return false;
 }
 
 /*
- * Which half to serve next: with both running, the first whose jobs are
- * done; with one running and the other free, the free one as soon as new
- * jobs are announced (wait_or_wake), else the running one once done; a half
- * with outcomes still to record (its cycle failed) at once.
+ * Which part to serve next:
+ * - one that is not running with outcomes still to record (its cycle
+ *   failed): at once;
+ * - all running: the first whose jobs are done;
+ * - some running, some free: the backlog was drained (a short claim), so
+ *   wait for a running part's jobs -- but give up when new jobs are
+ *   announced or a poll interval passes, as an idle thread would, and serve
+ *   a free part then, so the threads left free beside a long job take new
+ *   work at once instead of when it ends. Stopping: the running parts only;
+ * - none running: cur.
  */
-static int next_half(struct half *hf, int cur, unsigned long *seen, uint32_t *seed)
+static int next_part(struct part *pt, int cur, unsigned long *seen, uint32_t *seed)
 {
-    if (hf[0].active && hf[1].active) {
-        struct sq_worker_live *l = hf[0].w->live;
-        atomic_store(&l->busy, true); /* waiting on handlers, not on the database */
-        int first = sq_pool_wait_first(hf[0].pool, &hf[0].b, &hf[1].b);
-        atomic_store(&l->busy, false);
-        atomic_store(&l->beat, sq_now_ms());
-        return first;
+    struct sq_worker *w = pt[0].w;
+    struct sq_batch *running[SQ_POOL_PARTS];
+    int idx[SQ_POOL_PARTS], n = 0, free_part = -1;
+    for (int i = 0; i < SQ_POOL_PARTS; i++) {
+        if (pt[i].active) {
+            running[n] = &pt[i].b;
+            idx[n++] = i;
+        } else if (pt[i].pend.o.n) {
+            return i;
+        } else if (free_part < 0) {
+            free_part = i;
+        }
     }
-    if (hf[0].active == hf[1].active)
+    if (n == 0)
         return cur;
-    int a = hf[0].active ? 0 : 1;
-    if (hf[1 - a].pend.o.n)
-        return 1 - a;
-    if (atomic_load(&hf[a].w->host->stopping))
-        return a;
-    return wait_or_wake(&hf[a], seen, seed) ? a : 1 - a;
+    int64_t until = INT64_MAX;
+    const atomic_ulong *gen = NULL;
+    if (free_part >= 0 && !atomic_load(&w->host->stopping)) {
+        int64_t poll = atomic_load(&w->host->poll_ms);
+        until = sq_now_ms() + poll * 9 / 10 + rand_r(seed) % (poll / 5 + 1);
+        gen = &w->group->wake_gen;
+    }
+    atomic_store(&w->live->busy, true); /* waiting on handlers, not on the database */
+    int first = sq_pool_wait_any(pt[0].pool, running, n, until, gen, *seen);
+    atomic_store(&w->live->busy, false);
+    atomic_store(&w->live->beat, sq_now_ms());
+    return first >= 0 ? idx[first] : free_part;
+}
+
+/* A part to claim into at once, while the backlog is deep: a free one,
+ * unless enough are running already (`long_jobs`: parts take longer than
+ * the claim budget, so claim one ahead only). -1: none. */
+static int part_ahead(const struct part *pt, bool long_jobs)
+{
+    int running = 0, free_part = -1;
+    for (int i = 0; i < SQ_POOL_PARTS; i++) {
+        if (pt[i].active)
+            running++;
+        else if (free_part < 0)
+            free_part = i;
+    }
+    return running < (long_jobs ? 2 : SQ_POOL_PARTS) ? free_part : -1;
 }
 
 /* The jobs this worker holds besides those a lost cycle of x may have
- * claimed: x's outcomes, and everything of the other half y. */
-static size_t held_ids(struct half *x, struct half *y, int64_t *ids)
+ * claimed: every part's outcomes and the other parts' claimed jobs (an id
+ * may appear twice: a returned job is in both). */
+static size_t held_ids(struct part *pt, const struct part *x, int64_t *ids)
 {
     size_t n = 0;
-    sq_pool_lock(x->pool); /* y's handlers move jobs into its pending list */
-    for (size_t i = 0; i < x->pend.o.n; i++)
-        ids[n++] = x->pend.o.ids[i];
-    for (size_t i = 0; i < y->pend.o.n; i++)
-        ids[n++] = y->pend.o.ids[i];
-    for (int i = 0; y->active && i < y->b.n; i++)
-        if (y->claimed[i].id)
-            ids[n++] = y->claimed[i].id;
+    sq_pool_lock(x->pool); /* running parts' handlers move jobs into their pending lists */
+    for (int p = 0; p < SQ_POOL_PARTS; p++) {
+        const struct part *y = &pt[p];
+        for (size_t i = 0; i < y->pend.o.n; i++)
+            ids[n++] = y->pend.o.ids[i];
+        for (int i = 0; y != x && y->active && i < y->b.n; i++)
+            if (y->claimed[i].id)
+                ids[n++] = y->claimed[i].id;
+    }
     sq_pool_unlock(x->pool);
     return n;
 }
@@ -423,50 +460,50 @@ static void *pool_main(struct sq_worker *w)
     char err[512];
     sq_host_log_thread(w->host, w->name);
     int cap = sq_worker_claim_cap(w);
-    struct half hf[2];
-    int64_t *held = calloc((size_t)w->nslots, sizeof *held);
-    bool ok0 = half_init(&hf[0], w, 0, cap), ok1 = half_init(&hf[1], w, cap, cap); /* both, for half_free */
-    bool ok = ok0 && ok1 && held;
+    struct part pt[SQ_POOL_PARTS];
+    int64_t *held = calloc((size_t)w->nslots * 2, sizeof *held); /* outcomes and claims of every part */
+    bool ok = held != NULL;
+    for (int i = 0; i < SQ_POOL_PARTS; i++)
+        ok = part_init(&pt[i], w, i * cap, cap) && ok; /* every one, for part_free */
     struct sq_pool *pool = ok ? sq_pool_start(w, w->handlers, run_pooled) : NULL;
     if (!pool) {
         log_error("%s: out of memory, or no thread for its %d handlers", w->name, w->handlers);
         goto out;
     }
-    hf[0].pool = hf[1].pool = pool;
+    for (int i = 0; i < SQ_POOL_PARTS; i++)
+        pt[i].pool = pool;
     PGconn *conn = NULL;
     int limit = 1, cur = 0;
+    int64_t elapsed_us = 0; /* how long the last part finished was in the pool */
     unsigned long seen = 0; /* the group's wake count at the last claim */
     bool reply_lost = false, claim_ahead = false;
     struct sq_claim_kinds ck = {0};
     for (;;) {
         atomic_store(&w->live->beat, sq_now_ms());
         if (!claim_ahead)
-            cur = next_half(hf, cur, &seen, &seed);
+            cur = next_part(pt, cur, &seen, &seed);
         claim_ahead = false;
-        struct half *x = &hf[cur], *y = &hf[1 - cur];
+        struct part *x = &pt[cur];
         if (x->active)
-            limit = half_finish(x, conn, cap);
+            limit = part_finish(x, conn, cap, &elapsed_us);
         bool stopping = atomic_load(&h->stopping);
+        bool busy = others_hold(pt, x); /* their lists are their handlers' while they run */
         if (stopping && x->pend.o.n == 0) {
-            if (y->active || y->pend.o.n) {
-                cur = 1 - cur;
+            if (busy)
                 continue;
-            }
             break;
         }
-        bool idle = x->pend.o.n == 0 && !y->active && y->pend.o.n == 0; /* y's list is its handlers' while active */
+        bool idle = x->pend.o.n == 0 && !busy;
         if (!conn && !(conn = sq_session_reconnect(w, idle)))
             break;
-        if (reply_lost && !recover_lost_claims(w, &conn, held, held_ids(x, y, held)))
+        if (reply_lost && !recover_lost_claims(w, &conn, held, held_ids(pt, x, held)))
             continue;
         reply_lost = false;
         unsigned long gen = seen = atomic_load(&g->wake_gen);
         bool claims = !stopping && sq_pause_claims(h, g, &ck);
         if (!stopping && !claims && x->pend.o.n == 0) {
-            if (y->active || y->pend.o.n) {
-                cur = 1 - cur;
+            if (busy)
                 continue;
-            }
             limit = 1;
             idle_wait(h, g, gen, &seed);
             continue;
@@ -494,10 +531,8 @@ static void *pool_main(struct sq_worker *w)
         sq_pending_clear(&x->pend);
         if (n == 0) {
             limit = 1;
-            if (y->active || y->pend.o.n)
-                cur = 1 - cur; /* record the other half's jobs when they are done */
-            else if (!stopping)
-                idle_wait(h, g, gen, &seed);
+            if (!busy && !stopping)
+                idle_wait(h, g, gen, &seed); /* else: record the other parts' jobs when they are done */
             continue;
         }
         for (int k = 0; k < n; k++) {
@@ -509,12 +544,14 @@ static void *pool_main(struct sq_worker *w)
         x->b.n = n;
         x->asked = ask;
         x->active = true;
+        x->start_us = sq_now_us();
         sq_pool_submit(pool, &x->b);
         /* A full claim means a deep backlog: claim the next jobs now, while
          * these run. A short one drained it: wait for jobs to finish first
-         * (or for new jobs, next_half). */
-        if (n == ask && !y->active) {
-            cur = 1 - cur;
+         * (or for new jobs, next_part). */
+        int ahead = n == ask ? part_ahead(pt, elapsed_us > CLAIM_BUDGET_US) : -1;
+        if (ahead >= 0) {
+            cur = ahead;
             claim_ahead = true;
         }
     }
@@ -524,8 +561,8 @@ static void *pool_main(struct sq_worker *w)
 out:
     atomic_store(&w->live->connected, false);
     sq_pool_free(pool);
-    half_free(&hf[0]);
-    half_free(&hf[1]);
+    for (int i = 0; i < SQ_POOL_PARTS; i++)
+        part_free(&pt[i]);
     free(held);
     worker_exit(h);
     return NULL;
