@@ -441,10 +441,11 @@ Test(lifecycle, txn_effects_commit_with_done_and_roll_back_on_failure, .timeout 
     struct th_db db;
     th_db_new(&db);
     /* planner: the settings the handler's statements were planned with
-     * (the host's own, enable_seqscan and jit off, must not reach them). */
+     * (the host's own -- enable_seqscan and jit off, generic plans only --
+     * must not reach them). */
     PQclear(th_query(db.conn, "CREATE TABLE public.testkit_effects (job_id bigint, execution_id bigint,"
                               " planner text DEFAULT current_setting('enable_seqscan') || '/'"
-                              " || current_setting('jit'))"));
+                              " || current_setting('jit') || '/' || current_setting('plan_cache_mode'))"));
     int64_t ok = th_enqueue(db.conn, "test", "{\"txn\": true}", NULL, 0, 0);
     int64_t bad = th_enqueue(db.conn, "test", "{\"txn\": true, \"fail\": \"x\", \"retry_in_ms\": 10}", NULL, 0, 2);
     char *ini = th_host_ini(&db, "txn", NULL, NULL, "[queue default]\nthreads = 2\n");
@@ -455,7 +456,7 @@ Test(lifecycle, txn_effects_commit_with_done_and_roll_back_on_failure, .timeout 
 
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM public.testkit_effects WHERE job_id = %" PRId64, ok), 1,
                  "a done transactional job should leave exactly one effects row");
-    th_expect_text(db.conn, "on/on", "SELECT planner FROM public.testkit_effects WHERE job_id = %" PRId64, ok);
+    th_expect_text(db.conn, "on/on/auto", "SELECT planner FROM public.testkit_effects WHERE job_id = %" PRId64, ok);
     cr_expect_eq(th_scalarf(db.conn,
                             "SELECT count(*) FROM public.testkit_effects f JOIN skipq.job_executions e"
                             " ON e.id = f.execution_id AND e.job_id = f.job_id JOIN skipq.jobs j"

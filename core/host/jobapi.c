@@ -55,12 +55,14 @@ struct pg_conn *sq_job_conn(skipq_job *job)
     if (c->conn_broken || !c->conn)
         return NULL;
     /* The session runs skipq's statements with enable_seqscan and jit off
-     * (see sq_session_open); the handler's statements are planned as usual.
+     * and generic plans only (see sq_session_open); the handler's
+     * statements are planned as usual.
      * Its search_path stays skipq's (pg_catalog, pg_temp: db.c) unless
      * pooler = transaction: a handler names its tables by schema, or sets
      * its own path with SET LOCAL. */
     PGresult *res = PQexec(c->conn, "BEGIN ISOLATION LEVEL READ COMMITTED;"
-                                    " SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL jit TO DEFAULT");
+                                    " SET LOCAL enable_seqscan TO DEFAULT; SET LOCAL jit TO DEFAULT;"
+                                    " SET LOCAL plan_cache_mode TO DEFAULT");
     bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     PQclear(res);
     if (!ok) {
