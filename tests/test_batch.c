@@ -3,7 +3,9 @@
  * whose handler already returned keeps its lease until its outcome is
  * recorded, whatever happens to the jobs after it in the batch; and with
  * the default `batch` a thread claims many quick jobs at once but slow
- * ones one at a time, so a backlog of slow jobs is shared between hosts.
+ * ones one at a time, so a backlog of slow jobs is shared between hosts;
+ * a session shared by handler threads holds slow jobs two claims deep at
+ * most.
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -63,6 +65,34 @@ Test(batch, slow_jobs_are_shared_between_hosts_with_the_default_batch, .timeout 
     th_check_invariants(db.conn);
     th_assert_clean_log(ini_a);
     th_assert_clean_log(ini_b);
+}
+
+/* One session for four handler threads (batch 4), 24 jobs of 1.2 s: the
+ * session claims ahead while its threads run, but once a claim has taken
+ * longer than the claim budget it holds at most two claims (8 jobs) --
+ * one running, one claimed ahead -- never a third that other hosts could
+ * have started, even when it waits longer than a poll interval. */
+Test(batch, slow_jobs_on_a_shared_session_are_held_at_most_two_claims_deep, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 1200}')) FROM generate_series(1, 24)");
+    char *ini = th_host_ini(&db, "deep", NULL, NULL, "[queue default]\nthreads = 4\nconnections = 1\nbatch = 4\n");
+    pid_t pid = th_host_start(ini);
+    long long most = 0, done = 0;
+    for (int64_t deadline = th_now_ms() + 60000; done < 24 && th_now_ms() < deadline; usleep(50 * 1000)) {
+        long long held = th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'running'");
+        if (held > most)
+            most = held;
+        done = th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'");
+    }
+    cr_assert_eq(done, 24, "only %lld of the 24 slow jobs finished", done);
+    cr_expect_eq(th_host_stop(pid, 20000), 0);
+    cr_expect_leq(most, 8, "the session held %lld slow jobs at once for its 4 threads", most);
+    cr_expect_geq(most, 4, "the session never held more than %lld jobs: its threads did not run side by side", most);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 24);
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
 }
 
 /* Default batch, one thread, a backlog of 500 quick jobs: claims grow

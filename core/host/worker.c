@@ -378,18 +378,19 @@ static bool others_hold(const struct part *pt, const struct part *x)
 }
 
 /*
- * Which part to serve next:
+ * Which part to serve next, with at most `allowed` parts running
+ * (parts_allowed):
  * - one that is not running with outcomes still to record (its cycle
  *   failed): at once;
- * - all running: the first whose jobs are done;
- * - some running, some free: the backlog was drained (a short claim), so
+ * - as many running as allowed: the first whose jobs are done;
+ * - fewer running, some free: the backlog was drained (a short claim), so
  *   wait for a running part's jobs -- but give up when new jobs are
  *   announced or a poll interval passes, as an idle thread would, and serve
  *   a free part then, so the threads left free beside a long job take new
  *   work at once instead of when it ends. Stopping: the running parts only;
  * - none running: cur.
  */
-static int next_part(struct part *pt, int cur, unsigned long *seen, uint32_t *seed)
+static int next_part(struct part *pt, int cur, int allowed, unsigned long *seen, uint32_t *seed)
 {
     struct sq_worker *w = pt[0].w;
     struct sq_batch *running[SQ_POOL_PARTS];
@@ -408,7 +409,7 @@ static int next_part(struct part *pt, int cur, unsigned long *seen, uint32_t *se
         return cur;
     int64_t until = INT64_MAX;
     const atomic_ulong *gen = NULL;
-    if (free_part >= 0 && !atomic_load(&w->host->stopping)) {
+    if (free_part >= 0 && n < allowed && !atomic_load(&w->host->stopping)) {
         int64_t poll = atomic_load(&w->host->poll_ms);
         until = sq_now_ms() + poll * 9 / 10 + rand_r(seed) % (poll / 5 + 1);
         gen = &w->group->wake_gen;
@@ -420,19 +421,31 @@ static int next_part(struct part *pt, int cur, unsigned long *seen, uint32_t *se
     return first >= 0 ? idx[first] : free_part;
 }
 
-/* A part to claim into at once, while the backlog is deep: a free one,
- * unless enough are running already (`long_jobs`: parts take longer than
- * the claim budget, so claim one ahead only). -1: none. */
-static int part_ahead(const struct part *pt, bool long_jobs)
+/* How many parts may run at once: all while jobs are short, two once a
+ * part took longer than the claim budget (one running, one claimed ahead). */
+static int parts_allowed(int64_t elapsed_us)
 {
-    int running = 0, free_part = -1;
-    for (int i = 0; i < SQ_POOL_PARTS; i++) {
-        if (pt[i].active)
-            running++;
-        else if (free_part < 0)
-            free_part = i;
-    }
-    return running < (long_jobs ? 2 : SQ_POOL_PARTS) ? free_part : -1;
+    return elapsed_us > CLAIM_BUDGET_US ? 2 : SQ_POOL_PARTS;
+}
+
+static int parts_running(const struct part *pt)
+{
+    int n = 0;
+    for (int i = 0; i < SQ_POOL_PARTS; i++)
+        n += pt[i].active;
+    return n;
+}
+
+/* A part to claim into at once, while the backlog is deep: a free one,
+ * unless `allowed` parts run already. -1: none. */
+static int part_ahead(const struct part *pt, int allowed)
+{
+    if (parts_running(pt) >= allowed)
+        return -1;
+    for (int i = 0; i < SQ_POOL_PARTS; i++)
+        if (!pt[i].active)
+            return i;
+    return -1;
 }
 
 /* The jobs this worker holds besides those a lost cycle of x may have
@@ -483,7 +496,7 @@ static void *pool_main(struct sq_worker *w)
     for (;;) {
         atomic_store(&w->live->beat, sq_now_ms());
         if (!claim_ahead)
-            cur = next_part(pt, cur, &seen, &seed);
+            cur = next_part(pt, cur, parts_allowed(elapsed_us), &seen, &seed);
         claim_ahead = false;
         struct part *x = &pt[cur];
         if (x->active)
@@ -503,14 +516,17 @@ static void *pool_main(struct sq_worker *w)
         reply_lost = false;
         unsigned long gen = seen = atomic_load(&g->wake_gen);
         bool claims = !stopping && sq_pause_claims(h, g, &ck);
-        if (!stopping && !claims && x->pend.o.n == 0) {
+        /* Jobs turned slow with every part running: x only records its
+         * outcomes, so no more than parts_allowed() parts hold jobs. */
+        bool room = parts_running(pt) < parts_allowed(elapsed_us);
+        if (!stopping && !(claims && room) && x->pend.o.n == 0) {
             if (busy)
                 continue;
             limit = 1;
             idle_wait(h, g, gen, &seed);
             continue;
         }
-        int ask = claims ? limit : 0;
+        int ask = claims && room ? limit : 0;
         int n = sq_queue_cycle(conn, g->queue, ck.kinds ? ck.kinds : g->kinds_array,
                                ck.kinds ? ck.leases : g->leases_array, w->ident, ask, atomic_load(&g->limited),
                                &x->pend.o, x->claimed, x->pend.applied, err, sizeof err);
@@ -532,7 +548,8 @@ static void *pool_main(struct sq_worker *w)
         sq_slots_clear(w, x->base, cap);
         sq_pending_clear(&x->pend);
         if (n == 0) {
-            limit = 1;
+            if (room)
+                limit = 1; /* not when x only recorded outcomes to make room */
             if (!busy && !stopping)
                 idle_wait(h, g, gen, &seed); /* else: record the other parts' jobs when they are done */
             continue;
@@ -551,7 +568,7 @@ static void *pool_main(struct sq_worker *w)
         /* A full claim means a deep backlog: claim the next jobs now, while
          * these run. A short one drained it: wait for jobs to finish first
          * (or for new jobs, next_part). */
-        int ahead = n == ask ? part_ahead(pt, elapsed_us > CLAIM_BUDGET_US) : -1;
+        int ahead = n == ask ? part_ahead(pt, parts_allowed(elapsed_us)) : -1;
         if (ahead >= 0) {
             cur = ahead;
             claim_ahead = true;
