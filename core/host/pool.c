@@ -37,13 +37,12 @@
 #include "common/util.h"
 #include "host/session.h"
 
-
 struct sq_pool {
     struct sq_worker *w;
     sq_pool_run_fn *run;
     pthread_mutex_t lock;
     pthread_cond_t work; /* a batch came, or quit */
-    pthread_cond_t done; /* a job returned */
+    pthread_cond_t done; /* a batch is over (batch_over) */
     struct sq_batch *queue[SQ_POOL_PARTS]; /* batches with jobs not yet taken, oldest first */
     int nq;
     bool quit;

@@ -79,7 +79,10 @@ PGconn *sq_session_open_for(struct sq_host *h, struct sq_worker *w, char *err, s
     bool session = !h->cfg->database.pooled;
     if ((session && !sq_db_exec(conn, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
                                 err, errlen)) ||
-        (session && !sq_db_exec(conn, "SET enable_seqscan = off; SET jit = off; SET plan_cache_mode = force_generic_plan", err, errlen)) ||
+        (session && !sq_db_exec(conn,
+                                "SET enable_seqscan = off; SET jit = off;"
+                                " SET plan_cache_mode = force_generic_plan",
+                                err, errlen)) ||
         (session && !h->cfg->synchronous_commit && !sq_db_exec(conn, "SET synchronous_commit = off", err, errlen)) ||
         !sq_queue_prepare(conn, err, errlen)) {
         if (w)

@@ -247,13 +247,19 @@ static int next_limit(int limit, int n, int cap, int64_t elapsed_us)
     return n;
 }
 
-/* Nothing to claim: wait a poll interval, +-10% so a host's idle threads
- * do not poll in lockstep, or until the group is woken (gen: its wake
- * count read before the claim, so a wake since is not lost). */
-static void idle_wait(struct sq_host *h, struct sq_group *g, unsigned long gen, uint32_t *seed)
+/* A poll interval, +-10% so a host's idle threads do not poll in lockstep. */
+static int64_t poll_jittered_ms(struct sq_host *h, uint32_t *seed)
 {
     int64_t poll = atomic_load(&h->poll_ms);
-    sq_host_wait(h, g, gen, poll * 9 / 10 + rand_r(seed) % (poll / 5 + 1));
+    return poll * 9 / 10 + rand_r(seed) % (poll / 5 + 1);
+}
+
+/* Nothing to claim: wait a poll interval, or until the group is woken
+ * (gen: its wake count read before the claim, so a wake since is not
+ * lost). */
+static void idle_wait(struct sq_host *h, struct sq_group *g, unsigned long gen, uint32_t *seed)
+{
+    sq_host_wait(h, g, gen, poll_jittered_ms(h, seed));
 }
 
 /* A worker process that has run max_jobs_per_worker jobs stops claiming,
@@ -410,8 +416,7 @@ static int next_part(struct part *pt, int cur, int allowed, unsigned long *seen,
     int64_t until = INT64_MAX;
     const atomic_ulong *gen = NULL;
     if (free_part >= 0 && n < allowed && !atomic_load(&w->host->stopping)) {
-        int64_t poll = atomic_load(&w->host->poll_ms);
-        until = sq_now_ms() + poll * 9 / 10 + rand_r(seed) % (poll / 5 + 1);
+        until = sq_now_ms() + poll_jittered_ms(w->host, seed); /* as an idle thread waits */
         gen = &w->group->wake_gen;
     }
     atomic_store(&w->live->busy, true); /* waiting on handlers, not on the database */
