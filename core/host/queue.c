@@ -79,20 +79,27 @@ static const char HEARTBEAT_SQL[] =
     "WITH h AS MATERIALIZED ("
     "  SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.int8[]),"
     "                           pg_catalog.unnest($3::pg_catalog.int8[])) AS h(id, eid, ms)"
+    /* Each job read by primary key, with no test of status in the scan: a
+     * generic plan would otherwise read every running job through jobs_lease
+     * (see "How these statements reach rows", below). Status is tested
+     * above the scans: on the row locked, and in `seen`, a fence the test
+     * cannot be pushed through. */
     "), lk AS MATERIALIZED ("
-    "  SELECT j.id FROM skipq.jobs j JOIN h ON h.id OPERATOR(pg_catalog.=) j.id"
-    "   WHERE j.current_execution_id OPERATOR(pg_catalog.=) h.eid AND j.status OPERATOR(pg_catalog.=) 'running'"
+    "  SELECT j.id, h.ms, j.status FROM skipq.jobs j JOIN h ON h.id OPERATOR(pg_catalog.=) j.id"
+    "   WHERE j.current_execution_id OPERATOR(pg_catalog.=) h.eid"
     "   ORDER BY j.id FOR NO KEY UPDATE OF j SKIP LOCKED"
     "), up AS ("
     "  UPDATE skipq.jobs j SET lease_expires_at = pg_catalog.now() OPERATOR(pg_catalog.+)"
-    "                                             (h.ms OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond')"
-    "    FROM lk JOIN h ON h.id OPERATOR(pg_catalog.=) lk.id WHERE j.id OPERATOR(pg_catalog.=) lk.id"
+    "                                             (lk.ms OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond')"
+    "    FROM lk WHERE j.id OPERATOR(pg_catalog.=) lk.id AND lk.status OPERATOR(pg_catalog.=) 'running'"
     "  RETURNING j.current_execution_id AS eid"
+    "), seen AS MATERIALIZED ("
+    "  SELECT h.eid, j.status FROM h JOIN skipq.jobs j ON j.id OPERATOR(pg_catalog.=) h.id"
+    "   WHERE j.current_execution_id OPERATOR(pg_catalog.=) h.eid"
     ")"
     " SELECT 'x', eid FROM up"
     " UNION ALL"
-    " SELECT 'k', h.eid FROM h JOIN skipq.jobs j ON j.id OPERATOR(pg_catalog.=) h.id"
-    "  WHERE j.current_execution_id OPERATOR(pg_catalog.=) h.eid AND j.status OPERATOR(pg_catalog.=) 'running'";
+    " SELECT 'k', eid FROM seen WHERE status OPERATOR(pg_catalog.=) 'running'";
 
 /* Rows whose worker is mid-completion are locked, so skipped: the worker
  * decides. The re-check under the row lock sees a lease extended meanwhile. */
@@ -119,19 +126,21 @@ static const char REAP_SQL[] =
 
 /* An attempt cut short by a shutdown does not use up the job's budget: the
  * execution row stays (attempts == number of executions) and max_attempts
- * grows by one. */
+ * grows by one. The fence reads the rows lk locked, as the outcomes do
+ * (OUTCOMES_OF says why). */
 static const char RELEASE_SQL[] =
     "WITH lk AS MATERIALIZED ("
-    "  SELECT j.id FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])"
+    "  SELECT h.id, h.eid, j.status, j.current_execution_id AS holder"
+    "    FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.int8[]))"
+    "         AS h(id, eid)"
+    "    JOIN skipq.jobs j ON j.id OPERATOR(pg_catalog.=) h.id"
     "   ORDER BY j.id FOR NO KEY UPDATE OF j"
     "), r AS ("
     "  UPDATE skipq.jobs j SET status = 'pending', run_at = pg_catalog.now(), lease_expires_at = NULL,"
     "         max_attempts = j.max_attempts OPERATOR(pg_catalog.+) 1,"
     "         last_error = 'interrupted: the host shut down before the handler finished'"
-    "    FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.int8[]))"
-    "         AS h(id, eid), lk"
-    "   WHERE j.id OPERATOR(pg_catalog.=) h.id AND lk.id OPERATOR(pg_catalog.=) h.id"
-    "     AND j.current_execution_id OPERATOR(pg_catalog.=) h.eid AND j.status OPERATOR(pg_catalog.=) 'running'"
+    "    FROM lk h WHERE j.id OPERATOR(pg_catalog.=) h.id"
+    "     AND h.holder OPERATOR(pg_catalog.=) h.eid AND h.status OPERATOR(pg_catalog.=) 'running'"
     "  RETURNING j.id, h.eid)"
     " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = pg_catalog.now(),"
     "        error = 'interrupted: the host shut down before the handler finished'"
@@ -152,9 +161,26 @@ static const char RELEASE_SQL[] =
  * Rows tagged 'f' are the outcomes that applied (absent: fenced); rows
  * tagged 'c' are the new claims.
  *
- * Every read of skipq.jobs by id goes through "id = ANY(array)": joined
- * against a CTE instead, the planner hashed the whole table (a sequential
- * scan per cycle, growing with the table) to find a few hundred rows.
+ * How these statements reach rows of skipq.jobs by id. The host's
+ * sessions plan them once, generically (session.c), so the planner never
+ * knows how many ids an array holds and guesses a handful; every shape
+ * here stays cheap whatever the true count:
+ * - a list of ids is read with "id = ANY(array)" on the primary key (a
+ *   hash join against a CTE once scanned the whole table instead);
+ * - or one set of rows (a CTE, or the arrays unnested) is joined to the
+ *   table by primary key, one probe per row. (A pooled session plans with
+ *   the true counts, and may hash a small table whole instead: the planner
+ *   turns to probes as the table grows, at about 200,000 jobs for a batch
+ *   of 1,000.) Never two such sets and the table in one join: a nested
+ *   loop then reads one set again for every row of the other (batch x
+ *   batch). Nor "id = ANY(array)" beside a join on id: each probe then
+ *   sorts the whole array again;
+ * - and, next to those, no test of status that a partial index's
+ *   predicate implies (jobs_lease: status = 'running'): the plan may then
+ *   read every running job to find the batch's. The outcomes and the
+ *   heartbeat test status on the rows they locked, not in the scan. (The
+ *   statements that look for running jobs as such, the lease sweep and
+ *   the recovery, read jobs_lease on purpose; the pick reads jobs_ready.)
  *
  * Jobs with an ordering_key run one at a time per key, in id order. The
  * pick's NOT EXISTS keeps all but the first unfinished job of a key out,
@@ -179,17 +205,19 @@ static const char RELEASE_SQL[] =
  * same text.
  */
 #define OUTCOMES_OF(ids, eids, outcomes, delays, errors) \
-    "WITH fin AS MATERIALIZED (" \
-    "  SELECT * FROM ROWS FROM (pg_catalog.unnest(" ids "::pg_catalog.int8[])," \
-    " pg_catalog.unnest(" eids "::pg_catalog.int8[])," \
-    "                           pg_catalog.unnest(" outcomes "::pg_catalog.int2[])," \
-    " pg_catalog.unnest(" delays "::pg_catalog.int8[])," \
-    "                           pg_catalog.unnest(" errors "::pg_catalog.text[]))" \
-    "         AS f(id, eid, outcome, delay_ms, err)" \
     /* Row locks in id order: every multi-row writer of running jobs takes \
-     * them this way (or skips locked rows), so they cannot deadlock. */ \
-    "), lk AS MATERIALIZED (" \
-    "  SELECT j.id FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) ANY (" ids "::pg_catalog.int8[])" \
+     * them this way (or skips locked rows), so they cannot deadlock. The \
+     * fence reads the version locked here, the newest, which no one else \
+     * can change before this transaction ends. */ \
+    "WITH lk AS MATERIALIZED (" \
+    "  SELECT f.id, f.eid, f.outcome, f.delay_ms, f.err, j.status, j.current_execution_id AS holder" \
+    "    FROM ROWS FROM (pg_catalog.unnest(" ids "::pg_catalog.int8[])," \
+    " pg_catalog.unnest(" eids "::pg_catalog.int8[])," \
+    "                    pg_catalog.unnest(" outcomes "::pg_catalog.int2[])," \
+    " pg_catalog.unnest(" delays "::pg_catalog.int8[])," \
+    "                    pg_catalog.unnest(" errors "::pg_catalog.text[]))" \
+    "         AS f(id, eid, outcome, delay_ms, err)" \
+    "    JOIN skipq.jobs j ON j.id OPERATOR(pg_catalog.=) f.id" \
     "   ORDER BY j.id FOR NO KEY UPDATE OF j" \
     "), upd AS (" \
     "  UPDATE skipq.jobs j SET" \
@@ -206,11 +234,10 @@ static const char RELEASE_SQL[] =
     "                        THEN NULL ELSE pg_catalog.now() END," \
     "     lease_expires_at = NULL," \
     "     last_error = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 0 THEN j.last_error ELSE f.err END" \
-    "   FROM fin f JOIN lk ON lk.id OPERATOR(pg_catalog.=) f.id" \
-    "   WHERE j.id OPERATOR(pg_catalog.=) f.id AND j.id OPERATOR(pg_catalog.=) ANY (" ids "::pg_catalog.int8[])" \
-    "     AND j.current_execution_id OPERATOR(pg_catalog.=) f.eid AND j.status OPERATOR(pg_catalog.=) 'running'" \
+    "   FROM lk f WHERE j.id OPERATOR(pg_catalog.=) f.id" \
+    "     AND f.holder OPERATOR(pg_catalog.=) f.eid AND f.status OPERATOR(pg_catalog.=) 'running'" \
     "  RETURNING j.id, f.eid, j.status, f.err, f.outcome" \
-    "), exe AS (" \
+"), exe AS (" \
     "  UPDATE skipq.job_executions e" \
     "     SET status = CASE WHEN u.status OPERATOR(pg_catalog.=) 'done' THEN 'done'" \
     "                       WHEN u.outcome OPERATOR(pg_catalog.=) 3 THEN 'crashed'" \
@@ -448,7 +475,9 @@ static const char RETAIN_SQL[] =
  * ran them, so they go back to pending at once, and the attempt is not
  * charged (max_attempts + 1, as for a shutdown). Rows locked right now (the
  * lost statement may still be running on the server) are skipped: their
- * leases expire as before.
+ * leases expire as before. A row lk locks has passed its test in its
+ * newest version (taking the lock tests it again), so the update needs no
+ * test of its own.
  */
 static const char RECOVER_SQL[] =
     "WITH lk AS MATERIALIZED ("
@@ -460,8 +489,7 @@ static const char RECOVER_SQL[] =
     "  UPDATE skipq.jobs j SET status = 'pending', run_at = pg_catalog.now(), lease_expires_at = NULL,"
     "         max_attempts = j.max_attempts OPERATOR(pg_catalog.+) 1,"
     "         last_error = $3"
-    "    FROM lk WHERE j.id OPERATOR(pg_catalog.=) lk.id AND j.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM lk))"
-    "     AND j.status OPERATOR(pg_catalog.=) 'running' AND j.locked_by OPERATOR(pg_catalog.=) $1"
+    "    FROM lk WHERE j.id OPERATOR(pg_catalog.=) lk.id"
     "  RETURNING j.id, j.current_execution_id AS eid)"
     " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = pg_catalog.now(), error = $3"
     "   FROM r WHERE e.id OPERATOR(pg_catalog.=) r.eid"

@@ -129,6 +129,10 @@ static const char DEFAULTS_REGISTER_SQL[] =
  * holds the queue's row 'aging/QUEUE' of skipq.housekeeping (AGING_ROW_SQL
  * adds it). Claims skip the rows this locks, so it works in small batches,
  * best first: a claim meanwhile takes the next-best jobs, not the newest.
+ * The rows c locked passed its test in their newest version, so u tests
+ * no status: a test of status there could let a generic plan read every
+ * pending job through jobs_ready for each row of c (queue.c, "How these
+ * statements reach rows").
  */
 #define AGED_PRIORITY \
     "least($3::pg_catalog.int8, coalesce(base_priority, priority) OPERATOR(pg_catalog.+)" \
@@ -151,8 +155,7 @@ static const char AGING_SQL[] =
     "   LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED"
     "), u AS ("
     "  UPDATE skipq.jobs j SET base_priority = coalesce(j.base_priority, j.priority), priority = c.p"
-    "    FROM c WHERE j.id OPERATOR(pg_catalog.=) c.id AND j.status OPERATOR(pg_catalog.=) 'pending'"
-    "     AND c.p OPERATOR(pg_catalog.>) j.priority"
+    "    FROM c WHERE j.id OPERATOR(pg_catalog.=) c.id AND c.p OPERATOR(pg_catalog.>) j.priority"
     "  RETURNING 1)"
     " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT pg_catalog.count(*) FROM u) ELSE -1 END";
 
