@@ -208,8 +208,10 @@ static const char RELEASE_SQL[] =
     /* Row locks in id order: every multi-row writer of running jobs takes \
      * them this way (or skips locked rows), so they cannot deadlock. The \
      * fence reads the version locked here, the newest, which no one else \
-     * can change before this transaction ends. */ \
-    "WITH lk AS MATERIALIZED (" \
+     * can change before this transaction ends. (The statement begins \
+     * "WITH fin" whatever it holds: the tests and operators who look for \
+     * a worker's cycle in pg_stat_activity know it by that.) */ \
+    "WITH fin AS MATERIALIZED (" \
     "  SELECT f.id, f.eid, f.outcome, f.delay_ms, f.err, j.status, j.current_execution_id AS holder" \
     "    FROM ROWS FROM (pg_catalog.unnest(" ids "::pg_catalog.int8[])," \
     " pg_catalog.unnest(" eids "::pg_catalog.int8[])," \
@@ -234,7 +236,7 @@ static const char RELEASE_SQL[] =
     "                        THEN NULL ELSE pg_catalog.now() END," \
     "     lease_expires_at = NULL," \
     "     last_error = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 0 THEN j.last_error ELSE f.err END" \
-    "   FROM lk f WHERE j.id OPERATOR(pg_catalog.=) f.id" \
+    "   FROM fin f WHERE j.id OPERATOR(pg_catalog.=) f.id" \
     "     AND f.holder OPERATOR(pg_catalog.=) f.eid AND f.status OPERATOR(pg_catalog.=) 'running'" \
     "  RETURNING j.id, f.eid, j.status, f.err, f.outcome" \
 "), exe AS (" \
