@@ -126,8 +126,8 @@ static const char REAP_SQL[] =
 
 /* An attempt cut short by a shutdown does not use up the job's budget: the
  * execution row stays (attempts == number of executions) and max_attempts
- * grows by one. The fence reads the rows lk locked, as the outcomes do
- * (OUTCOMES_OF says why). */
+ * grows by one. As in the outcomes, the fence reads the rows lk locked,
+ * not the scan ("How these statements reach rows", below, says why). */
 static const char RELEASE_SQL[] =
     "WITH lk AS MATERIALIZED ("
     "  SELECT h.id, h.eid, j.status, j.current_execution_id AS holder"
@@ -239,7 +239,7 @@ static const char RELEASE_SQL[] =
     "   FROM fin f WHERE j.id OPERATOR(pg_catalog.=) f.id" \
     "     AND f.holder OPERATOR(pg_catalog.=) f.eid AND f.status OPERATOR(pg_catalog.=) 'running'" \
     "  RETURNING j.id, f.eid, j.status, f.err, f.outcome" \
-"), exe AS (" \
+    "), exe AS (" \
     "  UPDATE skipq.job_executions e" \
     "     SET status = CASE WHEN u.status OPERATOR(pg_catalog.=) 'done' THEN 'done'" \
     "                       WHEN u.outcome OPERATOR(pg_catalog.=) 3 THEN 'crashed'" \
