@@ -1146,3 +1146,49 @@ Test(queue, a_host_reads_its_own_running_jobs_not_every_running_job, .timeout = 
     th_check_invariants(db.conn);
     th_assert_clean_log(ini);
 }
+
+/*
+ * A cycle records its outcomes, then claims from a snapshot taken after
+ * them. Here the outcome waits on a row lock the test holds, and while it
+ * waits the job the claim would pick first is cancelled (another host's
+ * claim would take it the same way). The claim must pass that job by
+ * without locking it: a claim that read a snapshot from before the wait
+ * saw it still pending, locked its newest version and kept the lock until
+ * it committed -- and a worker running such a job waits for that lock to
+ * record its outcome.
+ */
+Test(queue, a_cycle_claims_from_a_snapshot_taken_after_its_outcomes, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    int64_t first = th_enqueue(db.conn, "test", "{\"sleep_ms\": 800}", NULL, 10, 1);
+    char *ini = th_host_ini(&db, "snapshot", NULL, NULL, "[queue default]\nthreads = 1\n");
+    pid_t pid = th_host_start(ini);
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 20000, "SELECT count(*) FROM skipq.jobs WHERE status = 'running'"), 1,
+                 "the first job did not start");
+
+    PGconn *holder = th_connect(&db);
+    th_execf(holder, "BEGIN");
+    th_execf(holder, "SELECT 1 FROM skipq.jobs WHERE id = %" PRId64 " FOR SHARE", first);
+    int64_t next = th_enqueue(db.conn, "test", "{}", NULL, 5, 1);
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 20000,
+                                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                " AND application_name = 'skipq' AND wait_event_type = 'Lock'"),
+                 1, "the host's outcome of the first job never waited for the test's row lock");
+    th_execf(db.conn, "UPDATE skipq.jobs SET status = 'cancelled', finished_at = now() WHERE id = %" PRId64, next);
+    th_execf(holder, "COMMIT");
+    PQfinish(holder);
+
+    char done_sql[160];
+    snprintf(done_sql, sizeof done_sql, "SELECT count(*) FROM skipq.jobs WHERE id = %" PRId64 " AND status = 'done'",
+             first);
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 20000, done_sql), 1, "the first job's outcome was not recorded");
+    cr_expect_eq(th_host_stop(pid, 20000), 0);
+    cr_expect_eq(th_scalarf(db.conn, "SELECT xmax::text::bigint FROM skipq.jobs WHERE id = %" PRId64, next), 0,
+                 "the cycle's claim locked job %" PRId64 " after it was cancelled: it read a snapshot from before"
+                 " its outcomes",
+                 next);
+    cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %" PRId64, next), 0,
+                 "the cancelled job ran");
+    th_assert_clean_log(ini);
+}

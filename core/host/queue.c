@@ -148,18 +148,33 @@ static const char RELEASE_SQL[] =
     " RETURNING e.id";
 
 /*
- * One round trip per worker cycle: record the outcomes of the jobs the
- * worker finished ($6..$10: id, execution id, outcome 0 done / 1 retry /
- * 2 fail / 3 crashed -- a retry whose execution says its worker process
- * died, written by the supervisor (procs.c) --, retry delay ms, error) -- each fenced on (id,
- * current_execution_id, status = 'running') -- and then claim up to $5
- * more, within $11 payload bytes (sq_queue_claim is this with no
- * outcomes).
+ * One round trip and one transaction per worker cycle: record the
+ * outcomes of the jobs the worker finished (id, execution id, outcome 0
+ * done / 1 retry / 2 fail / 3 crashed -- a retry whose execution says its
+ * worker process died, written by the supervisor (procs.c) --, retry delay
+ * ms, error) -- each fenced on (id, current_execution_id, status =
+ * 'running') -- and then claim up to $5 more, within a budget of payload
+ * bytes (sq_queue_claim is this with no outcomes).
  * The claim: pick (FOR NO KEY UPDATE SKIP LOCKED in a MATERIALIZED CTE),
- * insert the execution rows, mark the jobs running. Both halves touch
- * disjoint rows (running vs pending), so one snapshot serves both.
+ * insert the execution rows, mark the jobs running.
  * Rows tagged 'f' are the outcomes that applied (absent: fenced); rows
  * tagged 'c' are the new claims.
+ *
+ * Two statements in one pipeline, not one statement (sq_queue_cycle): the
+ * outcomes (OUTCOMES_SQL), then the claim (CLAIM_NEXT_SQL), with one Sync,
+ * so one commit. The pick must read a snapshot taken after the outcomes
+ * were written. In one statement it read the statement's snapshot, taken
+ * before a batch of outcomes that can take tens of milliseconds, and in
+ * that time other sessions claim and commit the very jobs it would pick
+ * first. Those still look pending to it, so SKIP LOCKED does not skip
+ * them: it follows each to its newest version, locks that (a job another
+ * worker now runs), finds it no longer pending and passes on -- keeping
+ * the lock until it commits. Every such job cost a row lock and a recheck,
+ * and the worker running it then waited for this transaction before it
+ * could record its outcome. Three sessions draining a deep queue wrote
+ * 0.5 to 0.8 more WAL records per job that way (bench/README.md). A cycle
+ * of a group that serves limited kinds (CYCLE_LIMITED_SQL) is still one
+ * statement.
  *
  * How these statements reach rows of skipq.jobs by id. The host's
  * sessions plan them once, generically (session.c), so the planner never
@@ -196,8 +211,9 @@ static const char RELEASE_SQL[] =
  * test each. A key is held per queue (sql/050): both steps look only at
  * the claiming queue's jobs and rows.
  *
- * Two statements share everything but the pick: CYCLE_SQL for groups that
- * serve no limited kind, CYCLE_LIMITED_SQL (below) for groups that do.
+ * The claims share everything but the pick: CLAIM_SQL, CLAIM_NEXT_SQL and
+ * CLAIM_ONE_SQL for groups that serve no limited kind, CYCLE_LIMITED_SQL
+ * (below) for groups that do.
  *
  * The outcomes branch has its parameters named: the cycles pass them as
  * $6..$10, after the claim's; OUTCOMES_SQL, the outcome statement on its
@@ -263,14 +279,16 @@ static const char RELEASE_SQL[] =
  *   waits: its WAL comes later and a flush covers everything before it.
  * - Serial keys, step 1: only the first unfinished job of its key.
  */
-#define CYCLE_RUNNABLE_SYNC(sync) \
+#define CYCLE_RUNNABLE_WITH(commit) \
     "j.status OPERATOR(pg_catalog.=) 'pending' AND j.queue OPERATOR(pg_catalog.=) $1" \
     " AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.now()" \
-    " AND (SELECT pg_catalog.set_config('synchronous_commit', " sync ", true)) IS NOT NULL" \
+    commit \
     " AND (j.ordering_key IS NULL OR NOT EXISTS (" \
     "      SELECT 1 FROM skipq.jobs e WHERE e.queue OPERATOR(pg_catalog.=) j.queue" \
     "         AND e.ordering_key OPERATOR(pg_catalog.=) j.ordering_key AND e.id OPERATOR(pg_catalog.<) j.id" \
     "         AND e.status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])))"
+#define CYCLE_RUNNABLE_SYNC(sync) \
+    CYCLE_RUNNABLE_WITH(" AND (SELECT pg_catalog.set_config('synchronous_commit', " sync ", true)) IS NOT NULL")
 #define CYCLE_RUNNABLE \
     CYCLE_RUNNABLE_SYNC("CASE WHEN pg_catalog.cardinality($6::pg_catalog.int8[]) OPERATOR(pg_catalog.=) 0" \
                         " THEN 'off' ELSE pg_catalog.current_setting('synchronous_commit') END")
@@ -338,18 +356,6 @@ static const char RELEASE_SQL[] =
     " UNION ALL" \
     " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
 
-static const char CYCLE_SQL[] =
-    CYCLE_OUTCOMES
-    "), pick AS MATERIALIZED ("
-    "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j"
-    "   WHERE " CYCLE_RUNNABLE " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
-    CYCLE_ORDER
-    "   LIMIT $5"
-    "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_FIT("$11")
-    CYCLE_CLAIM("pg_catalog.now()")
-    CYCLE_RESULT;
-
 /*
  * The outcome statement: record outcomes ($1..$5, as the cycle's $6..$10)
  * and claim nothing. A single completion is a batch of one: the autocommit
@@ -360,14 +366,33 @@ static const char CYCLE_SQL[] =
 static const char OUTCOMES_SQL[] = OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")" OUTCOME_ROWS;
 
 /*
- * CYCLE_SQL with no outcomes to record ($1-$5, and the budget as $6): what
+ * The claim with no outcomes to record ($1-$5, and the budget as $6): what
  * an idle thread sends when woken, where every statement node saved is
- * latency. The same pick and claim; the result has only claimed rows.
+ * latency. The result has only claimed rows.
  */
 static const char CLAIM_SQL[] =
     "WITH pick AS MATERIALIZED ("
     "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j"
     "   WHERE " CYCLE_RUNNABLE_SYNC("'off'") " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
+    CYCLE_ORDER
+    "   LIMIT $5"
+    "   FOR NO KEY UPDATE SKIP LOCKED"
+    CYCLE_FIT("$6")
+    CYCLE_CLAIM("pg_catalog.now()")
+    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
+
+/*
+ * CLAIM_SQL as the second statement of a cycle's transaction, sent right
+ * behind OUTCOMES_SQL in one pipeline (sq_queue_cycle): one round trip and
+ * one commit, as one statement would be, but the pick reads a snapshot
+ * taken after the outcomes were written, not before. It leaves
+ * synchronous_commit alone: the transaction holds outcomes, whose commit
+ * must wait for the flush.
+ */
+static const char CLAIM_NEXT_SQL[] =
+    "WITH pick AS MATERIALIZED ("
+    "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j"
+    "   WHERE " CYCLE_RUNNABLE_WITH("") " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
     CYCLE_ORDER
     "   LIMIT $5"
     "   FOR NO KEY UPDATE SKIP LOCKED"
@@ -399,7 +424,7 @@ static const char CLAIM_ONE_SQL[] =
  * hold: sql/053) and says how many of each may start now: max_running
  * minus those running (not counting the ones this statement finishes), and
  * what is left of the current rate window.
- * Unlimited kinds are picked as in CYCLE_SQL; each limited kind at most its
+ * Unlimited kinds are picked as in CLAIM_SQL; each limited kind at most its
  * allowance; the best $5 of both are claimed, recorded as started at the
  * moment the allowance was granted (after the kind locks), and `rt` counts
  * them into the rate window of that moment -- so concurrency and rate can
@@ -525,10 +550,10 @@ enum sq_stmt {
     SQ_STMT_REAP,
     SQ_STMT_RELEASE,
     SQ_STMT_RECOVER,
-    SQ_STMT_CYCLE,
     SQ_STMT_CYCLE_LIMITED,
     SQ_STMT_CLAIM,
     SQ_STMT_CLAIM_ONE,
+    SQ_STMT_CLAIM_NEXT,
     SQ_STMT_EXECUTION_STATUS,
     SQ_STMT_COMMITTED_DONE,
     SQ_STMT_END_BACKEND,
@@ -548,10 +573,10 @@ static const struct {
     [SQ_STMT_REAP] = {"sq_reap", REAP_SQL, false},
     [SQ_STMT_RELEASE] = {"sq_release", RELEASE_SQL, false},
     [SQ_STMT_RECOVER] = {"sq_recover", RECOVER_SQL, false},
-    [SQ_STMT_CYCLE] = {"sq_cycle", CYCLE_SQL, false},
     [SQ_STMT_CYCLE_LIMITED] = {"sq_cycle_limited", CYCLE_LIMITED_SQL, false},
     [SQ_STMT_CLAIM] = {"sq_claim", CLAIM_SQL, false},
     [SQ_STMT_CLAIM_ONE] = {"sq_claim_one", CLAIM_ONE_SQL, false},
+    [SQ_STMT_CLAIM_NEXT] = {"sq_claim_next", CLAIM_NEXT_SQL, false},
     [SQ_STMT_EXECUTION_STATUS] = {"sq_execution_status", EXECUTION_STATUS_SQL, true},
     [SQ_STMT_COMMITTED_DONE] = {"sq_committed_done", COMMITTED_DONE_SQL, true},
     [SQ_STMT_END_BACKEND] = {"sq_end_backend", END_BACKEND_SQL, true},
@@ -586,6 +611,60 @@ static PGresult *run_stmt(PGconn *conn, enum sq_stmt s, int nparams, const char 
     if (!unnamed && !statements[s].rare)
         return PQexecPrepared(conn, statements[s].name, nparams, params, NULL, NULL, 0);
     return PQexecParams(conn, statements[s].sql, nparams, NULL, params, NULL, NULL, 0);
+}
+
+/* run_stmt's choice, for a statement sent into a pipeline. */
+static bool send_stmt(PGconn *conn, enum sq_stmt s, int nparams, const char *const *params)
+{
+    if (!unnamed && !statements[s].rare)
+        return PQsendQueryPrepared(conn, statements[s].name, nparams, params, NULL, NULL, 0);
+    return PQsendQueryParams(conn, statements[s].sql, nparams, NULL, params, NULL, NULL, 0);
+}
+
+/* The result of the next statement of a pipeline, and the NULL that ends
+ * it. NULL when the connection failed before a result came. */
+static PGresult *pipeline_result(PGconn *conn)
+{
+    PGresult *res = PQgetResult(conn), *end;
+    while (res && (end = PQgetResult(conn)) != NULL)
+        PQclear(end); /* none is expected: each statement has one result */
+    return res;
+}
+
+/*
+ * Two statements, a then b, in one pipeline with one Sync: one round trip,
+ * and one transaction (the extended protocol commits at the Sync), so b
+ * sees a's writes and both commit or neither does. Each statement takes
+ * its own snapshot. If a fails, b is not run: *rb is then NULL, and err
+ * says what a met. Results are the caller's to clear.
+ */
+static bool run_pair(PGconn *conn, enum sq_stmt a, int na, const char *const *pa, enum sq_stmt b, int nb,
+                     const char *const *pb, PGresult **ra, PGresult **rb, char *err, size_t errlen)
+{
+    *ra = *rb = NULL;
+    if (!PQenterPipelineMode(conn)) {
+        sq_db_error(conn, NULL, err, errlen);
+        return false;
+    }
+    bool ok = send_stmt(conn, a, na, pa) && send_stmt(conn, b, nb, pb) && PQpipelineSync(conn);
+    if (!ok)
+        sq_db_error(conn, NULL, err, errlen);
+    if (ok) {
+        *ra = sq_db_check(conn, pipeline_result(conn), err, errlen);
+        *rb = sq_db_check(conn, pipeline_result(conn), *ra ? err : NULL, errlen);
+        PGresult *sync = PQgetResult(conn); /* PGRES_PIPELINE_SYNC, or NULL once the connection failed */
+        PQclear(sync);
+        ok = *ra && *rb;
+    }
+    /* Fails only with results still unread: after a lost connection, which
+     * the caller closes. */
+    (void)PQexitPipelineMode(conn);
+    if (!ok) {
+        PQclear(*ra);
+        PQclear(*rb);
+        *ra = *rb = NULL;
+    }
+    return ok;
 }
 
 bool sq_queue_prepare(PGconn *conn, char *err, size_t errlen)
@@ -800,15 +879,6 @@ enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, b
     return record_one(conn, id, execution_id, permanent ? 2 : 1, delay_ms < 0 ? 0 : delay_ms, error, err, errlen);
 }
 
-/* Which cycle statement, and how many of its parameters it takes. */
-static enum sq_stmt cycle_stmt(bool limited, size_t noutcomes, int limit, int *nparams)
-{
-    bool claim_only = !limited && noutcomes == 0; /* sq_claim takes $1-$5 and the budget as $6 */
-    bool claim_one = claim_only && limit == 1;   /* sq_claim_one takes $1-$4 */
-    *nparams = claim_one ? 4 : claim_only ? 6 : 11;
-    return limited ? SQ_STMT_CYCLE_LIMITED : claim_one ? SQ_STMT_CLAIM_ONE : claim_only ? SQ_STMT_CLAIM : SQ_STMT_CYCLE;
-}
-
 int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, const char *leases_array,
                    const char *worker, int limit, bool limited, const struct sq_outcomes *done,
                    struct sq_claimed *out, char *applied, char *err, size_t errlen)
@@ -817,36 +887,43 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
     snprintf(lim, sizeof lim, "%d", limit);
     snprintf(budget, sizeof budget, "%" PRId64, atomic_load(&claim_bytes));
     struct outcome_params p;
+    PGresult *res[2] = {NULL, NULL};
     int n = -1;
     if (!outcome_params(done, &p)) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
+    /* The limited cycle's parameters; the outcomes are $1..$5 of
+     * OUTCOMES_SQL, the claim's the first five and the budget. */
     const char *params[11] = {queue, kinds_array, leases_array, worker, lim, p.ids, p.execs, p.outcomes, p.delays,
                               p.errors, budget};
+    const char *const *outcomes = params + 5;
     const char *claim_params[6] = {queue, kinds_array, leases_array, worker, lim, budget};
-    int nparams;
-    enum sq_stmt stmt = cycle_stmt(limited, done->n, limit, &nparams);
-    PGresult *res = sq_db_check(conn, run_stmt(conn, stmt, nparams, nparams == 11 ? params : claim_params), err,
-                                errlen);
-    if (!res)
+    if (limited)
+        res[0] = sq_db_check(conn, run_stmt(conn, SQ_STMT_CYCLE_LIMITED, 11, params), err, errlen);
+    else if (done->n > 0)
+        run_pair(conn, SQ_STMT_OUTCOMES, 5, outcomes, SQ_STMT_CLAIM_NEXT, 6, claim_params, &res[0], &res[1], err,
+                 errlen);
+    else if (limit == 1)
+        res[0] = sq_db_check(conn, run_stmt(conn, SQ_STMT_CLAIM_ONE, 4, claim_params), err, errlen);
+    else
+        res[0] = sq_db_check(conn, run_stmt(conn, SQ_STMT_CLAIM, 6, claim_params), err, errlen);
+    if (!res[0])
         goto out;
     for (size_t i = 0; applied && i < done->n; i++)
         applied[i] = SQ_COMPLETE_FENCED;
     n = 0;
-    int rows = PQntuples(res);
-    for (int r = 0; r < rows; r++) {
-        if (PQgetvalue(res, r, 0)[0] == 'f') {
-            read_applied(res, r, done, applied);
-            continue;
-        }
-        if (!read_claimed(res, r, 1, &out[n++])) {
-            n = claimed_oom(out, n, err, errlen);
-            break;
+    for (int k = 0; k < 2 && res[k] && n >= 0; k++) {
+        for (int r = 0; r < PQntuples(res[k]) && n >= 0; r++) {
+            if (PQgetvalue(res[k], r, 0)[0] == 'f')
+                read_applied(res[k], r, done, applied);
+            else if (!read_claimed(res[k], r, 1, &out[n++]))
+                n = claimed_oom(out, n, err, errlen);
         }
     }
-    PQclear(res);
 out:
+    PQclear(res[0]);
+    PQclear(res[1]);
     outcome_params_free(&p);
     return n;
 }
