@@ -287,8 +287,8 @@ static const char RELEASE_SQL[] =
     "      SELECT 1 FROM skipq.jobs e WHERE e.queue OPERATOR(pg_catalog.=) j.queue" \
     "         AND e.ordering_key OPERATOR(pg_catalog.=) j.ordering_key AND e.id OPERATOR(pg_catalog.<) j.id" \
     "         AND e.status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])))"
-#define CYCLE_RUNNABLE_SYNC(sync) \
-    CYCLE_RUNNABLE_WITH(" AND (SELECT pg_catalog.set_config('synchronous_commit', " sync ", true)) IS NOT NULL")
+#define CYCLE_COMMIT_MODE(sync) " AND (SELECT pg_catalog.set_config('synchronous_commit', " sync ", true)) IS NOT NULL"
+#define CYCLE_RUNNABLE_SYNC(sync) CYCLE_RUNNABLE_WITH(CYCLE_COMMIT_MODE(sync))
 #define CYCLE_RUNNABLE \
     CYCLE_RUNNABLE_SYNC("CASE WHEN pg_catalog.cardinality($6::pg_catalog.int8[]) OPERATOR(pg_catalog.=) 0" \
                         " THEN 'off' ELSE pg_catalog.current_setting('synchronous_commit') END")
@@ -370,16 +370,17 @@ static const char OUTCOMES_SQL[] = OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")"
  * an idle thread sends when woken, where every statement node saved is
  * latency. The result has only claimed rows.
  */
-static const char CLAIM_SQL[] =
-    "WITH pick AS MATERIALIZED ("
-    "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j"
-    "   WHERE " CYCLE_RUNNABLE_SYNC("'off'") " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
-    CYCLE_ORDER
-    "   LIMIT $5"
-    "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_FIT("$6")
-    CYCLE_CLAIM("pg_catalog.now()")
-    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
+#define CLAIM_BATCH_SQL(commit) \
+    "WITH pick AS MATERIALIZED (" \
+    "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j" \
+    "   WHERE " CYCLE_RUNNABLE_WITH(commit) " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+    CYCLE_ORDER \
+    "   LIMIT $5" \
+    "   FOR NO KEY UPDATE SKIP LOCKED" \
+    CYCLE_FIT("$6") \
+    CYCLE_CLAIM("pg_catalog.now()") \
+    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
+static const char CLAIM_SQL[] = CLAIM_BATCH_SQL(CYCLE_COMMIT_MODE("'off'"));
 
 /*
  * CLAIM_SQL as the second statement of a cycle's transaction, sent right
@@ -389,16 +390,7 @@ static const char CLAIM_SQL[] =
  * synchronous_commit alone: the transaction holds outcomes, whose commit
  * must wait for the flush.
  */
-static const char CLAIM_NEXT_SQL[] =
-    "WITH pick AS MATERIALIZED ("
-    "  SELECT id, attempts, ordering_key, priority, run_at, " CLAIM_BYTES " FROM skipq.jobs j"
-    "   WHERE " CYCLE_RUNNABLE_WITH("") " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
-    CYCLE_ORDER
-    "   LIMIT $5"
-    "   FOR NO KEY UPDATE SKIP LOCKED"
-    CYCLE_FIT("$6")
-    CYCLE_CLAIM("pg_catalog.now()")
-    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
+static const char CLAIM_NEXT_SQL[] = CLAIM_BATCH_SQL("");
 
 /*
  * CLAIM_SQL for one job ($1-$4, LIMIT 1): the claim of a thread that has
