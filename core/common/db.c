@@ -436,6 +436,11 @@ bool sq_db_conn_lost(PGconn *conn, const PGresult *res)
            strcmp(st, "53300") == 0;
 }
 
+void sq_db_note_lost(void)
+{
+    snprintf(last_sqlstate, sizeof last_sqlstate, "08006");
+}
+
 const char *sq_db_last_detail(void)
 {
     return last_detail;

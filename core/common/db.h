@@ -84,4 +84,8 @@ PGresult *sq_db_query(PGconn *conn, const char *sql, int nparams, const char *co
 /* Copy the primary message of a failed result (or the connection's). */
 void sq_db_error(PGconn *conn, const PGresult *res, char *err, size_t errlen);
 
+/* Record on this thread that the session is no good (as SQLSTATE 08006, so
+ * sq_db_conn_lost() says so), for a failure libpq reported without one. */
+void sq_db_note_lost(void);
+
 #endif

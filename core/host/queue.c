@@ -22,9 +22,9 @@
  *   transaction mode a session is not ours between statements, so there
  *   (sq_queue_use_unnamed) every statement goes as an unnamed one with the
  *   same text instead: run_stmt() is the one place that chooses.
- * - Outcomes are written by one text, OUTCOMES_OF: inside each cycle
- *   (batched with the next claim) and on its own (OUTCOMES_SQL), where a
- *   single completion is a batch of one.
+ * - Outcomes are written by one statement, OUTCOMES_SQL: in each cycle
+ *   (sent with the next claim) and on its own, where a single completion
+ *   is a batch of one.
  *
  * SCHEMA-QUALIFIED SQL (here and in every statement skipq sends)
  * Built-in functions, operators and types are named by schema:
@@ -173,8 +173,8 @@ static const char RELEASE_SQL[] =
  * and the worker running it then waited for this transaction before it
  * could record its outcome. Three sessions draining a deep queue wrote
  * 0.5 to 0.8 more WAL records per job that way (bench/README.md). A cycle
- * of a group that serves limited kinds (CYCLE_LIMITED_SQL) is still one
- * statement.
+ * A group that serves limited kinds sends its claim (CLAIM_LIMITED_SQL)
+ * the same way.
  *
  * How these statements reach rows of skipq.jobs by id. The host's
  * sessions plan them once, generically (session.c), so the planner never
@@ -212,13 +212,18 @@ static const char RELEASE_SQL[] =
  * the claiming queue's jobs and rows.
  *
  * The claims share everything but the pick: CLAIM_SQL, CLAIM_NEXT_SQL and
- * CLAIM_ONE_SQL for groups that serve no limited kind, CYCLE_LIMITED_SQL
- * (below) for groups that do.
+ * CLAIM_ONE_SQL for groups that serve no limited kind, CLAIM_LIMITED_SQL
+ * and CLAIM_LIMITED_NEXT_SQL (below) for groups that do.
  *
- * The outcomes branch has its parameters named: the cycles pass them as
- * $6..$10, after the claim's; OUTCOMES_SQL, the outcome statement on its
- * own, as $1..$5. So every outcome, batched or single, is written by the
- * same text.
+ * The outcome statement ($1..$5: ids, execution ids, outcomes, retry
+ * delays, errors) claims nothing. A single completion is a batch of one:
+ * the autocommit completion, the done marker inside a handler's
+ * transaction (which then commits with the handler's writes), and
+ * shutdown's recording of outcomes whose handlers had returned. It runs
+ * before the claim of its cycle, and takes its row locks (the only ones a
+ * cycle waits for) first: the claim's SKIP LOCKED pick never waits but may
+ * keep locks on rows it rejected, and claiming first deadlocked two cycles
+ * against each other.
  */
 #define OUTCOMES_OF(ids, eids, outcomes, delays, errors) \
     /* Row locks in id order: every multi-row writer of running jobs takes \
@@ -267,7 +272,6 @@ static const char RELEASE_SQL[] =
     "  RETURNING e.job_id, e.id," \
     "            CASE WHEN e.status OPERATOR(pg_catalog.<>) 'crashed' THEN e.status" \
     "                 WHEN u.status OPERATOR(pg_catalog.=) 'dead' THEN 'dead' ELSE 'retry' END AS status"
-#define CYCLE_OUTCOMES OUTCOMES_OF("$6", "$7", "$8", "$9", "$10")
 
 /*
  * Which pending jobs (alias j) a claim may take, best first.
@@ -289,9 +293,6 @@ static const char RELEASE_SQL[] =
     "         AND e.status OPERATOR(pg_catalog.=) ANY (ARRAY['blocked', 'pending', 'running'])))"
 #define CYCLE_COMMIT_MODE(sync) " AND (SELECT pg_catalog.set_config('synchronous_commit', " sync ", true)) IS NOT NULL"
 #define CYCLE_RUNNABLE_SYNC(sync) CYCLE_RUNNABLE_WITH(CYCLE_COMMIT_MODE(sync))
-#define CYCLE_RUNNABLE \
-    CYCLE_RUNNABLE_SYNC("CASE WHEN pg_catalog.cardinality($6::pg_catalog.int8[]) OPERATOR(pg_catalog.=) 0" \
-                        " THEN 'off' ELSE pg_catalog.current_setting('synchronous_commit') END")
 #define CYCLE_ORDER " ORDER BY priority DESC, run_at, id"
 
 /* What a picked job weighs against the claim's byte budget: its payload
@@ -346,24 +347,12 @@ static const char RELEASE_SQL[] =
     "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::pg_catalog.text AS payload, ins.attempt, j.max_attempts" \
     ")"
 
-/* Order matters: the outcomes branch runs (and takes its row locks, the
- * only ones it waits for) before the claim branch, whose SKIP LOCKED pick
- * never waits but may keep locks on rows it rejected. Claiming first
- * deadlocked two cycles against each other. */
-#define OUTCOME_ROWS " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe"
-#define CYCLE_RESULT \
-    OUTCOME_ROWS \
-    " UNION ALL" \
-    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
+/* A claim's rows ('c'); the outcome statement's are 'f' rows. */
+#define CLAIMED_ROWS " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
 
-/*
- * The outcome statement: record outcomes ($1..$5, as the cycle's $6..$10)
- * and claim nothing. A single completion is a batch of one: the autocommit
- * completion, the done marker inside a handler's transaction (which then
- * commits with the handler's writes), and shutdown's recording of outcomes
- * whose handlers had returned. Its rows are the cycle's 'f' rows.
- */
-static const char OUTCOMES_SQL[] = OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")" OUTCOME_ROWS;
+static const char OUTCOMES_SQL[] =
+    OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")"
+    " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe";
 
 /*
  * The claim with no outcomes to record ($1-$5, and the budget as $6): what
@@ -379,7 +368,7 @@ static const char OUTCOMES_SQL[] = OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")"
     "   FOR NO KEY UPDATE SKIP LOCKED" \
     CYCLE_FIT("$6") \
     CYCLE_CLAIM("pg_catalog.now()") \
-    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed"
+    CLAIMED_ROWS
 static const char CLAIM_SQL[] = CLAIM_BATCH_SQL(CYCLE_COMMIT_MODE("'off'"));
 
 /*
@@ -406,64 +395,66 @@ static const char CLAIM_ONE_SQL[] =
     "   FOR NO KEY UPDATE SKIP LOCKED"
     CYCLE_FIT_ONE
     CYCLE_CLAIM("pg_catalog.now()")
-    " SELECT 'c', id, eid, kind, payload, attempt, max_attempts, NULL FROM claimed";
+    CLAIMED_ROWS;
 
 /*
- * The claim with per-kind limits. skipq.claim_allowance() locks the
- * skipq.kind_limits rows of the limited kinds among $2 (serialising their
- * claims across hosts until this transaction commits; row locks, which
- * only skipq's own roles may take, not advisory keys, which any role could
- * hold: sql/053) and says how many of each may start now: max_running
- * minus those running (not counting the ones this statement finishes), and
- * what is left of the current rate window.
+ * The claim with per-kind limits ($1-$5, the budget as $6).
+ * skipq.claim_allowance() locks the skipq.kind_limits rows of the limited
+ * kinds among $2 (serialising their claims across hosts until this
+ * transaction commits; row locks, which only skipq's own roles may take,
+ * not advisory keys, which any role could hold: sql/053) and says how many
+ * of each may start now: max_running minus those running (the outcome
+ * statement before it in the cycle has already ended the jobs it
+ * records), and what is left of the current rate window.
  * Unlimited kinds are picked as in CLAIM_SQL; each limited kind at most its
  * allowance; the best $5 of both are claimed, recorded as started at the
  * moment the allowance was granted (after the kind locks), and `rt` counts
  * them into the rate window of that moment -- so concurrency and rate can
- * be audited exactly from job_executions.started_at. The allowance is
- * computed after the outcomes branch has taken its row locks (lim reads
- * exe): lock order is job rows, then kind rows in kind order, everywhere.
+ * be audited exactly from job_executions.started_at. Lock order is job
+ * rows (the outcome statement), then kind rows in kind order, everywhere.
+ * As with CLAIM_SQL, the claim with no outcome before it commits without
+ * waiting for the flush, and the one after outcomes (_NEXT) leaves that
+ * alone.
  */
-static const char CYCLE_LIMITED_SQL[] =
-    CYCLE_OUTCOMES
-    "), lim AS MATERIALIZED ("
-    /* Reading exe first makes the outcomes (and their row locks) come
-     * before the kind locks, whatever order the executor would choose. */
-    "  SELECT a.kind, a.allowed, a.at FROM skipq.claim_allowance($2::pg_catalog.text[], $7::pg_catalog.int8[]) AS a"
-    "   WHERE (SELECT pg_catalog.count(*) FROM exe) OPERATOR(pg_catalog.>=) 0"
-    "), free AS MATERIALIZED ("
-    "  SELECT id, attempts, priority, run_at, ordering_key, " CLAIM_BYTES " FROM skipq.jobs j"
-    "   WHERE " CYCLE_RUNNABLE " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])"
-    "     AND NOT (j.kind OPERATOR(pg_catalog.=) ANY (SELECT kind FROM lim))"
-    /* A one-time filter: with every kind limited, no scan at all (it
-     * would read every pending job of the queue to find none). */
-    "     AND EXISTS (SELECT 1 FROM pg_catalog.unnest($2::pg_catalog.text[]) AS k(kind)"
-    "                  WHERE NOT (k.kind OPERATOR(pg_catalog.=) ANY (SELECT kind FROM lim)))"
-    CYCLE_ORDER
-    "   LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED"
-    "), held AS MATERIALIZED ("
-    "  SELECT p.id, p.attempts, p.priority, p.run_at, p.ordering_key, p.bytes FROM lim CROSS JOIN LATERAL ("
-    "    SELECT id, attempts, priority, run_at, ordering_key, " CLAIM_BYTES " FROM skipq.jobs j"
-    "     WHERE " CYCLE_RUNNABLE " AND j.kind OPERATOR(pg_catalog.=) lim.kind"
-    CYCLE_ORDER
-    "     LIMIT least(lim.allowed, $5) FOR NO KEY UPDATE SKIP LOCKED) p"
-    "), pick AS MATERIALIZED ("
-    "  SELECT id, attempts, ordering_key, priority, run_at, bytes"
-    "    FROM (SELECT * FROM free UNION ALL SELECT * FROM held) c"
-    CYCLE_ORDER
-    "  LIMIT $5"
-    CYCLE_FIT("$11")
-    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), pg_catalog.now())")
-    ", rt AS ("
-    "  UPDATE skipq.kind_limits l"
-    "     SET window_count = CASE WHEN l.window_start OPERATOR(pg_catalog.=) pg_catalog.date_trunc(l.rate_unit, a.at)"
-    "                             THEN l.window_count OPERATOR(pg_catalog.+) n.n ELSE n.n END,"
-    "         window_start = pg_catalog.date_trunc(l.rate_unit, a.at)"
-    "    FROM (SELECT kind, pg_catalog.count(*)::pg_catalog.int4 AS n FROM claimed GROUP BY kind) n"
-    "    JOIN lim a ON a.kind OPERATOR(pg_catalog.=) n.kind"
-    "   WHERE l.kind OPERATOR(pg_catalog.=) n.kind AND l.rate IS NOT NULL"
-    ")"
-    CYCLE_RESULT;
+#define CLAIM_LIMITED_BATCH_SQL(commit) \
+    "WITH lim AS MATERIALIZED (" \
+    "  SELECT a.kind, a.allowed, a.at" \
+    "    FROM skipq.claim_allowance($2::pg_catalog.text[], NULL::pg_catalog.int8[]) AS a" \
+    "), free AS MATERIALIZED (" \
+    "  SELECT id, attempts, priority, run_at, ordering_key, " CLAIM_BYTES " FROM skipq.jobs j" \
+    "   WHERE " CYCLE_RUNNABLE_WITH(commit) " AND j.kind OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.text[])" \
+    "     AND NOT (j.kind OPERATOR(pg_catalog.=) ANY (SELECT kind FROM lim))" \
+    /* A one-time filter: with every kind limited, no scan at all (it \
+     * would read every pending job of the queue to find none). */ \
+    "     AND EXISTS (SELECT 1 FROM pg_catalog.unnest($2::pg_catalog.text[]) AS k(kind)" \
+    "                  WHERE NOT (k.kind OPERATOR(pg_catalog.=) ANY (SELECT kind FROM lim)))" \
+    CYCLE_ORDER \
+    "   LIMIT $5 FOR NO KEY UPDATE SKIP LOCKED" \
+    "), held AS MATERIALIZED (" \
+    "  SELECT p.id, p.attempts, p.priority, p.run_at, p.ordering_key, p.bytes FROM lim CROSS JOIN LATERAL (" \
+    "    SELECT id, attempts, priority, run_at, ordering_key, " CLAIM_BYTES " FROM skipq.jobs j" \
+    "     WHERE " CYCLE_RUNNABLE_WITH(commit) " AND j.kind OPERATOR(pg_catalog.=) lim.kind" \
+    CYCLE_ORDER \
+    "     LIMIT least(lim.allowed, $5) FOR NO KEY UPDATE SKIP LOCKED) p" \
+    "), pick AS MATERIALIZED (" \
+    "  SELECT id, attempts, ordering_key, priority, run_at, bytes" \
+    "    FROM (SELECT * FROM free UNION ALL SELECT * FROM held) c" \
+    CYCLE_ORDER \
+    "  LIMIT $5" \
+    CYCLE_FIT("$6") \
+    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), pg_catalog.now())") \
+    ", rt AS (" \
+    "  UPDATE skipq.kind_limits l" \
+    "     SET window_count = CASE WHEN l.window_start OPERATOR(pg_catalog.=) pg_catalog.date_trunc(l.rate_unit, a.at)" \
+    "                             THEN l.window_count OPERATOR(pg_catalog.+) n.n ELSE n.n END," \
+    "         window_start = pg_catalog.date_trunc(l.rate_unit, a.at)" \
+    "    FROM (SELECT kind, pg_catalog.count(*)::pg_catalog.int4 AS n FROM claimed GROUP BY kind) n" \
+    "    JOIN lim a ON a.kind OPERATOR(pg_catalog.=) n.kind" \
+    "   WHERE l.kind OPERATOR(pg_catalog.=) n.kind AND l.rate IS NOT NULL" \
+    ")" \
+    CLAIMED_ROWS
+static const char CLAIM_LIMITED_SQL[] = CLAIM_LIMITED_BATCH_SQL(CYCLE_COMMIT_MODE("'off'"));
+static const char CLAIM_LIMITED_NEXT_SQL[] = CLAIM_LIMITED_BATCH_SQL("");
 
 /*
  * Retention: delete up to $3 jobs in status $1 finished more than $2 ms ago
@@ -542,7 +533,8 @@ enum sq_stmt {
     SQ_STMT_REAP,
     SQ_STMT_RELEASE,
     SQ_STMT_RECOVER,
-    SQ_STMT_CYCLE_LIMITED,
+    SQ_STMT_CLAIM_LIMITED,
+    SQ_STMT_CLAIM_LIMITED_NEXT,
     SQ_STMT_CLAIM,
     SQ_STMT_CLAIM_ONE,
     SQ_STMT_CLAIM_NEXT,
@@ -565,7 +557,8 @@ static const struct {
     [SQ_STMT_REAP] = {"sq_reap", REAP_SQL, false},
     [SQ_STMT_RELEASE] = {"sq_release", RELEASE_SQL, false},
     [SQ_STMT_RECOVER] = {"sq_recover", RECOVER_SQL, false},
-    [SQ_STMT_CYCLE_LIMITED] = {"sq_cycle_limited", CYCLE_LIMITED_SQL, false},
+    [SQ_STMT_CLAIM_LIMITED] = {"sq_claim_limited", CLAIM_LIMITED_SQL, false},
+    [SQ_STMT_CLAIM_LIMITED_NEXT] = {"sq_claim_limited_next", CLAIM_LIMITED_NEXT_SQL, false},
     [SQ_STMT_CLAIM] = {"sq_claim", CLAIM_SQL, false},
     [SQ_STMT_CLAIM_ONE] = {"sq_claim_one", CLAIM_ONE_SQL, false},
     [SQ_STMT_CLAIM_NEXT] = {"sq_claim_next", CLAIM_NEXT_SQL, false},
@@ -614,13 +607,27 @@ static bool send_stmt(PGconn *conn, enum sq_stmt s, int nparams, const char *con
 }
 
 /* The result of the next statement of a pipeline, and the NULL that ends
- * it. NULL when the connection failed before a result came. */
+ * it. NULL when the connection failed before a result came. Each statement
+ * has one result; a few more are passed over, never waited for forever. */
 static PGresult *pipeline_result(PGconn *conn)
 {
     PGresult *res = PQgetResult(conn), *end;
-    while (res && (end = PQgetResult(conn)) != NULL)
-        PQclear(end); /* none is expected: each statement has one result */
+    for (int extra = 0; res && extra < 4 && (end = PQgetResult(conn)) != NULL; extra++)
+        PQclear(end);
     return res;
+}
+
+/* Leave pipeline mode, reading first what is left of the pipeline after a
+ * failure. A session that still cannot leave it would refuse every later
+ * statement (seen after the server went away mid-pipeline, with the
+ * connection not yet marked bad), so it is recorded as lost: the caller
+ * makes another. */
+static void leave_pipeline(PGconn *conn)
+{
+    for (int i = 0; i < 8 && !PQexitPipelineMode(conn); i++)
+        PQclear(PQgetResult(conn));
+    if (!PQexitPipelineMode(conn))
+        sq_db_note_lost();
 }
 
 /*
@@ -648,9 +655,7 @@ static bool run_pair(PGconn *conn, enum sq_stmt a, int na, const char *const *pa
         PQclear(sync);
         ok = *ra && *rb;
     }
-    /* Fails only with results still unread: after a lost connection, which
-     * the caller closes. */
-    (void)PQexitPipelineMode(conn);
+    leave_pipeline(conn);
     if (!ok) {
         PQclear(*ra);
         PQclear(*rb);
@@ -755,8 +760,7 @@ static void text_array_write(char *s, const char *const *v, size_t n)
     s[o] = '\0';
 }
 
-/* The outcome arrays of a statement ($6..$10 of a cycle, $1..$5 of
- * OUTCOMES_SQL), as PostgreSQL array literals. */
+/* The outcome arrays of OUTCOMES_SQL ($1..$5), as PostgreSQL array literals. */
 struct outcome_params {
     char *ids, *execs, *outcomes, *delays, *errors;
 };
@@ -793,7 +797,7 @@ static enum sq_complete applied_as(const char *st)
     return st[0] == 'd' && st[1] == 'o' ? SQ_COMPLETE_DONE : st[0] == 'd' ? SQ_COMPLETE_DEAD : SQ_COMPLETE_RETRY;
 }
 
-/* An 'f' row (OUTCOME_ROWS): mark the outcome of its execution applied. */
+/* An 'f' row (of OUTCOMES_SQL): mark the outcome of its execution applied. */
 static void read_applied(const PGresult *res, int row, const struct sq_outcomes *done, char *applied)
 {
     int64_t eid = strtoll(PQgetvalue(res, row, 2), NULL, 10);
@@ -878,28 +882,25 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
     char lim[16], budget[24];
     snprintf(lim, sizeof lim, "%d", limit);
     snprintf(budget, sizeof budget, "%" PRId64, atomic_load(&claim_bytes));
-    struct outcome_params p;
+    bool after = done->n > 0;
+    struct outcome_params p = {0};
     PGresult *res[2] = {NULL, NULL};
     int n = -1;
-    if (!outcome_params(done, &p)) {
+    if (after && !outcome_params(done, &p)) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    /* The limited cycle's parameters; the outcomes are $1..$5 of
-     * OUTCOMES_SQL, the claim's the first five and the budget. */
-    const char *params[11] = {queue, kinds_array, leases_array, worker, lim, p.ids, p.execs, p.outcomes, p.delays,
-                              p.errors, budget};
-    const char *const *outcomes = params + 5;
+    const char *outcomes[5] = {p.ids, p.execs, p.outcomes, p.delays, p.errors};
     const char *claim_params[6] = {queue, kinds_array, leases_array, worker, lim, budget};
-    if (limited)
-        res[0] = sq_db_check(conn, run_stmt(conn, SQ_STMT_CYCLE_LIMITED, 11, params), err, errlen);
-    else if (done->n > 0)
-        run_pair(conn, SQ_STMT_OUTCOMES, 5, outcomes, SQ_STMT_CLAIM_NEXT, 6, claim_params, &res[0], &res[1], err,
-                 errlen);
-    else if (limit == 1)
-        res[0] = sq_db_check(conn, run_stmt(conn, SQ_STMT_CLAIM_ONE, 4, claim_params), err, errlen);
+    enum sq_stmt claim = limited ? (after ? SQ_STMT_CLAIM_LIMITED_NEXT : SQ_STMT_CLAIM_LIMITED)
+                         : after ? SQ_STMT_CLAIM_NEXT
+                         : limit == 1 ? SQ_STMT_CLAIM_ONE
+                                      : SQ_STMT_CLAIM;
+    int nclaim = claim == SQ_STMT_CLAIM_ONE ? 4 : 6; /* sq_claim_one takes no budget */
+    if (after)
+        run_pair(conn, SQ_STMT_OUTCOMES, 5, outcomes, claim, nclaim, claim_params, &res[0], &res[1], err, errlen);
     else
-        res[0] = sq_db_check(conn, run_stmt(conn, SQ_STMT_CLAIM, 6, claim_params), err, errlen);
+        res[0] = sq_db_check(conn, run_stmt(conn, claim, nclaim, claim_params), err, errlen);
     if (!res[0])
         goto out;
     for (size_t i = 0; applied && i < done->n; i++)
