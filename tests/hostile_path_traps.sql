@@ -20,7 +20,6 @@
 --   *(bigint, numeric)           top's rates
 --   /(numeric, bigint)           top's rates, aging
 --   *(integer, double precision) the benchmark's latency cross-check
---   cardinality(bigint[])        the cycle
 --   format(text, integer, integer, text)  the lease sweep's message
 --   format(text, text, text)     migrate's ownership check
 --   array_to_string(text[], text), array_to_json(text[])  stats' hosts
@@ -75,10 +74,6 @@ CREATE FUNCTION public.trap_mul_int4_float8(integer, double precision) RETURNS d
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN PERFORM public.pwn('operator *(integer, double precision)'); RETURN $1::float8 * $2; END $$;
 CREATE OPERATOR public.* (LEFTARG = integer, RIGHTARG = double precision, FUNCTION = public.trap_mul_int4_float8);
-
-CREATE FUNCTION public.cardinality(bigint[]) RETURNS integer
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN PERFORM public.pwn('function cardinality(bigint[])'); RETURN pg_catalog.cardinality($1); END $$;
 
 CREATE FUNCTION public.format(text, integer, integer, text) RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$

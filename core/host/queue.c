@@ -172,9 +172,9 @@ static const char RELEASE_SQL[] =
  * the lock until it commits. Every such job cost a row lock and a recheck,
  * and the worker running it then waited for this transaction before it
  * could record its outcome. Three sessions draining a deep queue wrote
- * 0.5 to 0.8 more WAL records per job that way (bench/README.md). A cycle
- * A group that serves limited kinds sends its claim (CLAIM_LIMITED_SQL)
- * the same way.
+ * 0.5 to 0.8 more WAL records per job that way (bench/README.md). A
+ * group that serves limited kinds sends its claim (CLAIM_LIMITED_SQL) the
+ * same way.
  *
  * How these statements reach rows of skipq.jobs by id. The host's
  * sessions plan them once, generically (session.c), so the planner never
