@@ -897,7 +897,9 @@ int sq_queue_cycle(PGconn *conn, const char *queue, const char *kinds_array, con
                          : limit == 1 ? SQ_STMT_CLAIM_ONE
                                       : SQ_STMT_CLAIM;
     int nclaim = claim == SQ_STMT_CLAIM_ONE ? 4 : 6; /* sq_claim_one takes no budget */
-    if (after)
+    if (after && limit == 0) /* nothing to claim: a LIMIT 0 claim would still lock a limited group's kinds */
+        res[0] = sq_db_check(conn, run_stmt(conn, SQ_STMT_OUTCOMES, 5, outcomes), err, errlen);
+    else if (after)
         run_pair(conn, SQ_STMT_OUTCOMES, 5, outcomes, claim, nclaim, claim_params, &res[0], &res[1], err, errlen);
     else
         res[0] = sq_db_check(conn, run_stmt(conn, claim, nclaim, claim_params), err, errlen);
