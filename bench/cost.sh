@@ -71,10 +71,10 @@ snap() {
     echo "$(q "$(db "$1")" "select pg_current_wal_lsn(), (select xact_commit from pg_stat_database where datname = current_database())" | tr '|' ' ') $(server_ticks)"
 }
 
-# report SYSTEM DBNAME JOBS_TABLE "start snapshot" "end snapshot"
+# report SYSTEM DBNAME "start snapshot" "end snapshot"
 report() {
     local sys=$1 name=$2 s0 s1 wal tup
-    read -r -a s0 <<<"$4"; read -r -a s1 <<<"$5"
+    read -r -a s0 <<<"$3"; read -r -a s1 <<<"$4"
     wal=$("$PGBIN/pg_waldump" -p "$work/pg/data/pg_wal" -s "${s0[0]}" -e "${s1[0]}" --stats=record 2>/dev/null |
         awk '$1 == "Total" {n=$2; b=$7} $1 == "Btree/INSERT_LEAF" {leaf=$2} $1 == "Heap/LOCK" {lock=$2}
              $1 == "Total" {fpi=$5} END {print n+0, b+0, fpi+0, leaf+0, lock+0}')
@@ -110,7 +110,7 @@ run_skipq() { # SYSTEM "ini lines for [queue default]"
     s1=$(snap $name)
     [[ $(q "$(db $name)" "select count(*) from skipq.job_executions where status = 'done'") == "$N" ]] ||
         { echo "cost.sh: $sys: not every job ran exactly once" >&2; exit 1; }
-    report "$sys" $name skipq.jobs "$s0" "$s1"
+    report "$sys" $name "$s0" "$s1"
 }
 
 run_graphile() { # SYSTEM PROCS
@@ -128,7 +128,7 @@ run_graphile() { # SYSTEM PROCS
     sleep 1
     s1=$(snap $name)
     grep -q '"drained":true' "$out/$sys.json" || { echo "cost.sh: $sys did not drain" >&2; exit 1; }
-    report "$sys" $name graphile_worker._private_jobs "$s0" "$s1"
+    report "$sys" $name "$s0" "$s1"
 }
 
 : >"$out/cost.tsv"
