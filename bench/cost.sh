@@ -76,8 +76,8 @@ report() {
     local sys=$1 name=$2 s0 s1 wal tup
     read -r -a s0 <<<"$3"; read -r -a s1 <<<"$4"
     wal=$("$PGBIN/pg_waldump" -p "$work/pg/data/pg_wal" -s "${s0[0]}" -e "${s1[0]}" --stats=record 2>/dev/null |
-        awk '$1 == "Total" {n=$2; b=$7} $1 == "Btree/INSERT_LEAF" {leaf=$2} $1 == "Heap/LOCK" {lock=$2}
-             $1 == "Total" {fpi=$5} END {print n+0, b+0, fpi+0, leaf+0, lock+0}')
+        awk '$1 == "Total" {n=$2; fpi=$5; b=$7} $1 == "Btree/INSERT_LEAF" {leaf=$2} $1 == "Heap/LOCK" {lock=$2}
+             END {print n+0, b+0, fpi+0, leaf+0, lock+0}')
     tup=$(q "$(db "$name")" "select sum(n_tup_ins) - $N, sum(n_tup_upd), sum(n_tup_hot_upd), sum(n_tup_del) from pg_stat_user_tables" | tr '|' ' ')
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$wal" "$tup" "$((s1[1] - s0[1]))" "$((s1[2] - s0[2]))" "$N" |
         tr ' ' '\t' >>"$out/cost.tsv"
@@ -108,7 +108,9 @@ run_skipq() { # SYSTEM "ini lines for [queue default]"
     kill -TERM $pid; wait $pid || true
     sleep 1 # exited sessions' statistics reach the cumulative views
     s1=$(snap $name)
-    [[ $(q "$(db $name)" "select count(*) from skipq.job_executions where status = 'done'") == "$N" ]] ||
+    # Exactly once: one execution per job, every one done.
+    [[ $(q "$(db $name)" "select count(*) = $N and count(distinct job_id) = $N and bool_and(status = 'done')
+                          from skipq.job_executions") == t ]] ||
         { echo "cost.sh: $sys: not every job ran exactly once" >&2; exit 1; }
     report "$sys" $name "$s0" "$s1"
 }
