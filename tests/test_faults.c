@@ -50,6 +50,20 @@ static bool wait_log(const struct host *h, const char *needle, int timeout_ms)
     return true;
 }
 
+/* Until testkit's ledger has n lines: n handlers have started. A claimed job
+ * is 'running' before its handler starts, and a SIGTERM in between gives it
+ * back unstarted; tests about started handlers wait for this instead. */
+static bool wait_ledger(const char *ledger, size_t n, int timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    while (th_read_ledger(ledger, NULL) < n) {
+        if (th_now_ms() > end)
+            return false;
+        usleep(20000);
+    }
+    return true;
+}
+
 /* Like th_host_ini, with the [host] timings chosen by the test. */
 static char *host_ini_timed(const struct th_db *db, const char *name, const char *lease, const char *grace,
                             const char *extra)
@@ -238,14 +252,13 @@ Test(faults, sigterm_lets_short_jobs_finish, .timeout = 120)
     PGconn *c = db.conn;
     th_execf(c, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 200}')) FROM generate_series(1, 50)");
     struct host h = {.name = "graceful"};
-    h.ini = th_host_ini(&db, h.name, NULL, NULL, "[queue default]\nthreads = 4\n"); /* grace 5 s */
+    char ledger[512];
+    snprintf(ledger, sizeof ledger, "%s/graceful.ledger", th_tmpdir());
+    h.ini = th_host_ini(&db, h.name, NULL, ledger, "[queue default]\nthreads = 4\n"); /* grace 5 s */
     struct host *hs[] = {&h};
     host_start(&h);
     cr_assert_geq(th_wait_at_least(c, 8, 30000, 20, hs, 1, DONE_SQL), 8);
     cr_assert_geq(th_wait_at_least(c, 1, 30000, 20, hs, 1, RUNNING_SQL), 1);
-    /* Jobs running just before the signal (a superset-safe snapshot: any of
-     * them that finish before the signal are done too). */
-    th_execf(c, "CREATE TEMP TABLE at_term AS SELECT job_id FROM skipq.job_executions WHERE status = 'running'");
     kill(h.pid, SIGTERM);
     int64_t t0 = th_now_ms();
     int st = host_wait_exit(&h, 15000);
@@ -253,20 +266,39 @@ Test(faults, sigterm_lets_short_jobs_finish, .timeout = 120)
     cr_assert_eq(st, 0, "host exit status %d after SIGTERM", st);
     cr_assert_lt(took, 5000, "host took %lld ms to exit; its grace is 5 s and jobs take 200 ms", (long long)took);
 
+    /* The handlers that started, from testkit's ledger. A job can also be
+     * claimed in the instant before the signal and not yet handed to its
+     * handler: that one is given back, not run. */
+    int64_t *ids = NULL;
+    size_t nstarted = th_read_ledger(ledger, &ids);
+    th_execf(c, "CREATE TEMP TABLE started (job_id bigint)");
+    for (size_t i = 0; i < nstarted; i++)
+        th_execf(c, "INSERT INTO started VALUES (%" PRId64 ")", ids[i]);
+    free(ids);
+
     long long done = th_scalar(c, DONE_SQL);
     long long pending = th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status = 'pending'");
-    fprintf(stderr, "[faults] graceful: exited in %lld ms, %lld done, %lld pending\n", (long long)took, done, pending);
+    long long back = th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status = 'interrupted'");
+    fprintf(stderr, "[faults] graceful: exited in %lld ms, %lld done, %lld pending (%lld given back unstarted)\n",
+            (long long)took, done, pending, back);
     cr_assert_eq(done + pending, 50, "every job must be done or pending after a graceful stop");
     cr_assert_gt(pending, 0, "the SIGTERM came after the queue drained: not a mid-run stop");
     cr_assert_eq(th_scalar(c, RUNNING_SQL), 0, "an execution was left 'running'");
-    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status <> 'done'"), 0,
-                 "a graceful stop must not leave lost, interrupted or failed attempts");
-    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM at_term a JOIN skipq.jobs j ON j.id = a.job_id"
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM started s JOIN skipq.jobs j ON j.id = s.job_id"
                               " WHERE j.status <> 'done'"),
-                 0, "a job running at SIGTERM did not finish");
-    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE status = 'pending' AND (attempts <> 0"
-                              " OR EXISTS (SELECT 1 FROM skipq.job_executions e WHERE e.job_id = j.id))"),
-                 0, "a pending job was touched");
+                 0, "a handler that started before the SIGTERM did not finish");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions e WHERE e.status <> 'done'"
+                              " AND NOT (e.status = 'interrupted'"
+                              "          AND NOT EXISTS (SELECT 1 FROM started s WHERE s.job_id = e.job_id))"),
+                 0, "a graceful stop must not leave lost or failed attempts, nor cut a started handler");
+    /* Untouched, or given back unstarted: pending at once, attempt refunded. */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs j WHERE status = 'pending' AND NOT ("
+                              " (attempts = 0 AND NOT EXISTS (SELECT 1 FROM skipq.job_executions e"
+                              "                               WHERE e.job_id = j.id))"
+                              " OR (attempts = 1 AND max_attempts = 6 AND run_at <= now()"
+                              "     AND (SELECT pg_catalog.array_agg(e.status) FROM skipq.job_executions e"
+                              "          WHERE e.job_id = j.id) = '{interrupted}'))"),
+                 0, "a pending job was touched other than by being given back unstarted");
     cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs WHERE status = 'done' AND attempts <> 1"), 0);
 
     /* Nothing was lost: a new host finishes the rest, each job once. */
@@ -277,7 +309,7 @@ Test(faults, sigterm_lets_short_jobs_finish, .timeout = 120)
     cr_assert_eq(th_wait_at_least(c, 50, 60000, 20, h2s, 1, DONE_SQL), 50);
     cr_assert_eq(host_stop(&h2, 15000), 0);
     assert_each_done_once(c);
-    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions"), 50);
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions"), 50 + back);
     th_assert_clean_log(h.ini);
     th_assert_clean_log(h2.ini);
 }
@@ -294,11 +326,16 @@ Test(faults, sigterm_releases_long_jobs_after_grace, .timeout = 120)
     no_tsan_exit_sleep();
     /* A 30 s lease: anything that comes back sooner was released, not reaped. */
     struct host h = {.name = "longA"}, b = {.name = "longB"};
-    h.ini = host_ini_timed(&db, h.name, "30s", "1s", "[queue default]\nthreads = 3\n");
+    char ledger[512], a_extra[1024];
+    snprintf(ledger, sizeof ledger, "%s/longA.ledger", th_tmpdir());
+    /* Still in host_ini_timed's [plugin testkit] section: A's handlers log their starts. */
+    snprintf(a_extra, sizeof a_extra, "ledger = %s\n\n[queue default]\nthreads = 3\n", ledger);
+    h.ini = host_ini_timed(&db, h.name, "30s", "1s", a_extra);
     b.ini = host_ini_timed(&db, b.name, "30s", "1s", "[queue default]\nthreads = 3\n");
     struct host *hs[] = {&h}, *bs[] = {&b};
     host_start(&h);
     cr_assert_eq(th_wait_at_least(c, 3, 30000, 20, hs, 1, RUNNING_SQL), 3);
+    cr_assert(wait_ledger(ledger, 3, 10000), "three handlers never ran at once:\n%s", slurp_log(&h));
     th_execf(c, "CREATE TEMP TABLE a_execs AS SELECT id, job_id FROM skipq.job_executions");
 
     kill(h.pid, SIGTERM);
@@ -432,11 +469,17 @@ Test(faults, second_sigterm_exits_at_once, .timeout = 120)
     no_tsan_exit_sleep();
     int64_t id = th_enqueue(c, "test", "{\"sleep_ms\": 20000}", NULL, 0, 0);
     struct host h = {.name = "impatient"}, b = {.name = "impatient2"};
-    h.ini = th_host_ini(&db, h.name, NULL, NULL, "[queue default]\nthreads = 1\n"); /* grace 5 s */
+    char ledger[512];
+    snprintf(ledger, sizeof ledger, "%s/impatient.ledger", th_tmpdir());
+    h.ini = th_host_ini(&db, h.name, NULL, ledger, "[queue default]\nthreads = 1\n"); /* grace 5 s */
     b.ini = th_host_ini(&db, b.name, NULL, NULL, "[queue default]\nthreads = 1\n");
     struct host *hs[] = {&h}, *bs[] = {&b};
     host_start(&h);
     cr_assert_eq(th_wait_at_least(c, 1, 30000, 20, hs, 1, RUNNING_SQL), 1);
+    /* Claimed is not started: a job claimed but not yet handed to its
+     * handler would be given back at the first SIGTERM. Wait for the
+     * handler itself (its ledger line). */
+    cr_assert(wait_ledger(ledger, 1, 10000), "the handler never started:\n%s", slurp_log(&h));
     int64_t a_exec = th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id);
 
     kill(h.pid, SIGTERM);

@@ -664,6 +664,11 @@ Test(isolation, sigterm_lets_running_handlers_finish_in_their_worker_processes, 
     wait_registered(c, pid, ini);
     cr_assert_eq(th_wait_scalar(c, 3, 30000, "SELECT count(*) FROM skipq.job_executions WHERE status = 'running'"), 3,
                  "three handlers never ran at once:\n%s", th_host_log(ini));
+    /* Claimed is not started: a job not yet handed to its handler is given
+     * back at SIGTERM. Wait for the three handlers themselves. */
+    struct ledger l;
+    cr_assert_geq(ledger_wait(ledger, 3, &l), 3, "three handlers never started:\n%s", th_host_log(ini));
+    ledger_free(&l);
     th_execf(c, "CREATE TEMP TABLE at_term AS SELECT job_id FROM skipq.job_executions WHERE status = 'running'");
     kill(pid, SIGTERM);
     int64_t t0 = th_now_ms();
@@ -685,7 +690,6 @@ Test(isolation, sigterm_lets_running_handlers_finish_in_their_worker_processes, 
                  "the SIGTERM came after the queue drained");
 
     /* No worker process is left. */
-    struct ledger l;
     ledger_read(ledger, &l);
     cr_assert_gt(l.n, 0);
     int64_t end = th_now_ms() + 5000;
