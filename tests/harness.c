@@ -477,6 +477,19 @@ char *th_host_log(const char *ini)
     return th_slurp(log);
 }
 
+bool th_wait_log(const char *ini, const char *needle, int timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        char *log = th_host_log(ini);
+        bool found = strstr(log, needle) != NULL;
+        free(log);
+        if (found || th_now_ms() > end)
+            return found;
+        usleep(20000);
+    }
+}
+
 void th_assert_clean_log(const char *ini)
 {
     char log[600];
@@ -545,6 +558,17 @@ size_t th_read_ledger(const char *path, int64_t **job_ids)
     else
         free(ids);
     return n;
+}
+
+bool th_wait_ledger(const char *path, size_t n, int timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    while (th_read_ledger(path, NULL) < n) {
+        if (th_now_ms() > end)
+            return false;
+        usleep(20000);
+    }
+    return true;
 }
 
 static void expect_none(PGconn *conn, const char *what, const char *sql)

@@ -115,6 +115,8 @@ pid_t th_host_start(const char *ini);
 int th_host_exited(pid_t pid);
 /* The host's log so far (malloc'd). */
 char *th_host_log(const char *ini);
+/* Poll the host's log until it holds needle or timeout_ms passes; whether it does. */
+bool th_wait_log(const char *ini, const char *needle, int timeout_ms);
 /* SIGTERM the host and wait up to timeout_ms for it; returns its exit status
  * (or -1 if it had to be killed). */
 int th_host_stop(pid_t pid, int timeout_ms);
@@ -183,6 +185,11 @@ int th_cli(char **out, char **err, const char *arg0, ...);
 /* Read a ledger written by the testkit plugin; returns number of lines and
  * fills job_ids (malloc'd) if not NULL. */
 size_t th_read_ledger(const char *path, int64_t **job_ids);
+/* Poll the ledger until it has n lines (n handlers have started) or
+ * timeout_ms passes; whether it has. A claimed job is 'running' a moment
+ * before its handler starts, and a SIGTERM in between gives it back
+ * unstarted: tests about started handlers wait for this, not for 'running'. */
+bool th_wait_ledger(const char *path, size_t n, int timeout_ms);
 
 /* ---- invariants ---------------------------------------------------------------------------- */
 

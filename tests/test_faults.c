@@ -39,31 +39,6 @@ static bool log_has(const struct host *h, const char *needle)
     return found;
 }
 
-static bool wait_log(const struct host *h, const char *needle, int timeout_ms)
-{
-    int64_t end = th_now_ms() + timeout_ms;
-    while (!log_has(h, needle)) {
-        if (th_now_ms() > end)
-            return false;
-        usleep(20000);
-    }
-    return true;
-}
-
-/* Until testkit's ledger has n lines: n handlers have started. A claimed job
- * is 'running' before its handler starts, and a SIGTERM in between gives it
- * back unstarted; tests about started handlers wait for this instead. */
-static bool wait_ledger(const char *ledger, size_t n, int timeout_ms)
-{
-    int64_t end = th_now_ms() + timeout_ms;
-    while (th_read_ledger(ledger, NULL) < n) {
-        if (th_now_ms() > end)
-            return false;
-        usleep(20000);
-    }
-    return true;
-}
-
 /* Like th_host_ini, with the [host] timings chosen by the test. */
 static char *host_ini_timed(const struct th_db *db, const char *name, const char *lease, const char *grace,
                             const char *extra)
@@ -208,7 +183,7 @@ Test(faults, sigstop_zombie_is_fenced, .timeout = 120)
     th_host_signal_all(a.pid, SIGCONT);
     /* A's handler wakes, writes its effect in its transaction, and tries to
      * mark the job done: fenced, so its transaction rolls back. */
-    cr_assert(wait_log(&a, "discarded", 30000), "host A never reported its result as discarded:\n%s", slurp_log(&a));
+    cr_assert(th_wait_log(a.ini, "discarded", 30000), "host A never reported its result as discarded:\n%s", slurp_log(&a));
     cr_assert(log_has(&a, "lease"), "A's log does not mention the lease");
     cr_assert(log_has(&a, "rolled back"), "A's log does not say its transaction was rolled back");
 
@@ -335,7 +310,7 @@ Test(faults, sigterm_releases_long_jobs_after_grace, .timeout = 120)
     struct host *hs[] = {&h}, *bs[] = {&b};
     host_start(&h);
     cr_assert_eq(th_wait_at_least(c, 3, 30000, 20, hs, 1, RUNNING_SQL), 3);
-    cr_assert(wait_ledger(ledger, 3, 10000), "three handlers never ran at once:\n%s", slurp_log(&h));
+    cr_assert(th_wait_ledger(ledger, 3, 10000), "three handlers never ran at once:\n%s", slurp_log(&h));
     th_execf(c, "CREATE TEMP TABLE a_execs AS SELECT id, job_id FROM skipq.job_executions");
 
     kill(h.pid, SIGTERM);
@@ -479,12 +454,12 @@ Test(faults, second_sigterm_exits_at_once, .timeout = 120)
     /* Claimed is not started: a job claimed but not yet handed to its
      * handler would be given back at the first SIGTERM. Wait for the
      * handler itself (its ledger line). */
-    cr_assert(wait_ledger(ledger, 1, 10000), "the handler never started:\n%s", slurp_log(&h));
+    cr_assert(th_wait_ledger(ledger, 1, 10000), "the handler never started:\n%s", slurp_log(&h));
     int64_t a_exec = th_scalarf(c, "SELECT current_execution_id FROM skipq.jobs WHERE id = %" PRId64, id);
 
     kill(h.pid, SIGTERM);
     /* Two SIGTERMs pending at once would merge into one: let the first land. */
-    cr_assert(wait_log(&h, "SIGTERM received", 10000), "the first SIGTERM was not logged:\n%s", slurp_log(&h));
+    cr_assert(th_wait_log(h.ini, "SIGTERM received", 10000), "the first SIGTERM was not logged:\n%s", slurp_log(&h));
     kill(h.pid, SIGTERM);
     int64_t t0 = th_now_ms();
     int st = host_wait_exit(&h, 10000);
@@ -581,7 +556,7 @@ Test(faults, sessions_that_cannot_write_are_made_again, .timeout = 120)
     th_execf(c, "ALTER DATABASE %s SET default_transaction_read_only = on", db.name);
     th_execf(c, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                 " WHERE application_name = 'skipq' AND datname = current_database()");
-    cr_assert(wait_log(&h, "heartbeat: the database session cannot write", 20000),
+    cr_assert(th_wait_log(h.ini, "heartbeat: the database session cannot write", 20000),
               "the heartbeat never said its session could not write:\n%s", th_host_log(h.ini));
     th_execf(c, "ALTER DATABASE %s RESET default_transaction_read_only", db.name);
 
@@ -640,7 +615,7 @@ Test(faults, a_database_call_with_no_reply_is_cut_after_reply_timeout, .timeout 
              db.conninfo, SKIPQ_PLUGIN_DIR);
     h.ini = th_write_file("noreply.ini", ini);
     host_start(&h);
-    cr_assert(wait_log(&h, "ready: every thread is connected", 30000), "the host never connected:\n%s",
+    cr_assert(th_wait_log(h.ini, "ready: every thread is connected", 30000), "the host never connected:\n%s",
               slurp_log(&h));
 
     /* Freeze every backend of the host: its next calls get no reply. */

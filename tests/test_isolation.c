@@ -585,20 +585,6 @@ Test(isolation, cancelling_a_running_job_stops_its_handler_in_a_worker_process, 
     free(id);
 }
 
-/* Wait until the host's log holds needle (or 20 s); whether it does. */
-static bool wait_log(const char *ini, const char *needle)
-{
-    int64_t end = th_now_ms() + 20000;
-    for (;;) {
-        char *log = th_host_log(ini);
-        bool found = strstr(log, needle) != NULL;
-        free(log);
-        if (found || th_now_ms() > end)
-            return found;
-        usleep(50 * 1000);
-    }
-}
-
 /* Before the reload the kind has no timeout; after it, 1 s: a polite
  * handler is stopped at it, and one that never listens is killed a second
  * later, in the worker processes the host already runs. */
@@ -616,9 +602,9 @@ Test(isolation, sighup_applies_a_kinds_new_timeout_in_process_mode, .timeout = 1
 
     free(process_ini(&db, "reload", NULL, 2, NULL, "timeout = 1s\n"));
     kill(pid, SIGHUP);
-    cr_assert(wait_log(ini, "SIGHUP: [kind test] timeout: 0ms -> 1000ms"), "the reload was not logged:\n%s",
+    cr_assert(th_wait_log(ini, "SIGHUP: [kind test] timeout: 0ms -> 1000ms", 20000), "the reload was not logged:\n%s",
               th_host_log(ini));
-    cr_assert(wait_log(ini, "SIGHUP: configuration reloaded"), "%s", th_host_log(ini));
+    cr_assert(th_wait_log(ini, "SIGHUP: configuration reloaded", 20000), "%s", th_host_log(ini));
 
     int64_t polite = th_enqueue(c, "test", "{\"sleep_ms\": 600000}", NULL, 0, 1);
     int64_t deaf = th_enqueue(c, "test", "{\"spin_ms\": 600000}", NULL, 0, 1);
@@ -666,9 +652,7 @@ Test(isolation, sigterm_lets_running_handlers_finish_in_their_worker_processes, 
                  "three handlers never ran at once:\n%s", th_host_log(ini));
     /* Claimed is not started: a job not yet handed to its handler is given
      * back at SIGTERM. Wait for the three handlers themselves. */
-    struct ledger l;
-    cr_assert_geq(ledger_wait(ledger, 3, &l), 3, "three handlers never started:\n%s", th_host_log(ini));
-    ledger_free(&l);
+    cr_assert(th_wait_ledger(ledger, 3, 10000), "three handlers never started:\n%s", th_host_log(ini));
     th_execf(c, "CREATE TEMP TABLE at_term AS SELECT job_id FROM skipq.job_executions WHERE status = 'running'");
     kill(pid, SIGTERM);
     int64_t t0 = th_now_ms();
@@ -690,6 +674,7 @@ Test(isolation, sigterm_lets_running_handlers_finish_in_their_worker_processes, 
                  "the SIGTERM came after the queue drained");
 
     /* No worker process is left. */
+    struct ledger l;
     ledger_read(ledger, &l);
     cr_assert_gt(l.n, 0);
     int64_t end = th_now_ms() + 5000;

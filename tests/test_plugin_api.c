@@ -190,15 +190,7 @@ static void stop_scenario(bool ignore, long long *status_out, char **log_out, ch
     cr_assert_eq(th_wait_scalar(db.conn, 1, 20000, "SELECT count(*) FROM skipq.jobs WHERE status = 'running'"), 1);
     /* Claimed is not started (a job not yet handed to its handler is given
      * back at SIGTERM): wait for the handler's own line. */
-    char *seen = NULL;
-    for (int64_t end = th_now_ms() + 10000; th_now_ms() < end; usleep(20 * 1000)) {
-        free(seen);
-        seen = th_host_log(ini);
-        if (strstr(seen, "handler started"))
-            break;
-    }
-    cr_assert(strstr(seen, "handler started") != NULL, "the handler never started:\n%s", seen);
-    free(seen);
+    cr_assert(th_wait_log(ini, "handler started", 10000), "the handler never started:\n%s", th_host_log(ini));
     int64_t t0 = th_now_ms();
     *status_out = th_host_stop(pid, 15000);
     cr_expect_lt(th_now_ms() - t0, 8000, "shutdown took %lldms", (long long)(th_now_ms() - t0));
