@@ -1278,7 +1278,8 @@ static void mode_latency(void)
     R.lat_p99 = percentile(lat, matched, 99);
     R.lat_max = matched ? lat[matched - 1] : NAN;
     R.lat_mean = matched ? sum / (double)matched : NAN;
-    /* Cross-check on the database's clock: claim transaction start minus
+    /* Cross-check on the database's clock: attempt start (read by the claim)
+     * minus
      * enqueue transaction start. */
     R.lat_db_p50 = scalar_f("SELECT 1000 OPERATOR(pg_catalog.*) pg_catalog.percentile_cont(0.5) WITHIN GROUP"
                             " (ORDER BY extract(epoch FROM e.started_at OPERATOR(pg_catalog.-) j.created_at))"

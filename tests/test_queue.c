@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1191,4 +1192,79 @@ Test(queue, a_cycle_claims_from_a_snapshot_taken_after_its_outcomes, .timeout = 
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.job_executions WHERE job_id = %" PRId64, next), 0,
                  "the cancelled job ran");
     th_assert_clean_log(ini);
+}
+
+/* One cycle on its own thread: it records `job` done, then claims one job. */
+struct waiting_cycle {
+    PGconn *conn;
+    struct sq_claimed job;
+    struct sq_claimed out[1];
+    int claimed;
+    char err[512];
+};
+
+static void *run_waiting_cycle(void *arg)
+{
+    struct waiting_cycle *w = arg;
+    const char *kinds[1] = {"k"};
+    int64_t leases[1] = {30000};
+    char *ka = sq_text_array(kinds, 1), *la = sq_int8_array(leases, 1);
+    int64_t ids[1] = {w->job.id}, execs[1] = {w->job.execution_id}, delays[1] = {0};
+    short outcomes[1] = {0};
+    char *errors[1] = {""};
+    char applied[1];
+    struct sq_outcomes o = {
+        .ids = ids, .execs = execs, .outcomes = outcomes, .delays = delays, .errors = errors, .n = 1};
+    w->claimed = ka && la ? sq_queue_cycle(w->conn, "default", ka, la, "A", 1, false, &o, w->out, applied, w->err,
+                                           sizeof w->err)
+                          : -1;
+    free(ka);
+    free(la);
+    return NULL;
+}
+
+Test(queue, an_attempt_is_recorded_as_started_after_the_job_it_follows_in_its_key_ended, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *ca = qconn(&db), *cb = qconn(&db), *holder = th_connect(&db);
+    char err[512] = "";
+    int64_t other = enq(ca, "'k'");
+    int64_t first = enq(ca, "'k', ordering_key => 's'");
+    int64_t second = enq(ca, "'k', ordering_key => 's'");
+    struct waiting_cycle a = {.conn = ca, .job = must_claim(ca, "k", 30000, "A")};
+    struct sq_claimed b = must_claim(cb, "k", 30000, "B");
+    cr_assert(a.job.id == other && b.id == first);
+
+    /* Worker A's cycle begins, and its outcome waits for the test's lock. */
+    th_execf(holder, "BEGIN");
+    th_execf(holder, "SELECT 1 FROM skipq.jobs WHERE id = %" PRId64 " FOR SHARE", other);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, run_waiting_cycle, &a), 0);
+    cr_assert_eq(th_wait_scalar(db.conn, 1, 20000,
+                                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                " AND wait_event_type = 'Lock'"),
+                 1, "worker A's outcome never waited for the test's row lock");
+    /* Meanwhile worker B ends the key's first job, in a later transaction. */
+    cr_assert_eq(sq_queue_done(cb, b.id, b.execution_id, err, sizeof err), SQ_COMPLETE_DONE, "%s", err);
+    th_execf(holder, "COMMIT");
+    pthread_join(t, NULL);
+
+    cr_assert_eq(a.claimed, 1, "worker A's cycle claimed %d (%s)", a.claimed, a.err);
+    cr_expect_eq(a.out[0].id, second);
+    cr_expect_eq(th_scalarf(db.conn,
+                            "SELECT (s.started_at >= f.finished_at)::int FROM skipq.job_executions s,"
+                            " skipq.job_executions f WHERE s.id = %" PRId64 " AND f.id = %" PRId64,
+                            a.out[0].execution_id, b.execution_id),
+                 1, "the key's second job is recorded as started before its first one ended");
+    th_expect_text(db.conn, "t",
+                   "SELECT j.lease_expires_at = e.started_at + interval '30000 milliseconds' FROM skipq.jobs j"
+                   " JOIN skipq.job_executions e ON e.id = j.current_execution_id WHERE j.id = %" PRId64,
+                   second);
+    sq_claimed_clear(&a.out[0]);
+    sq_claimed_clear(&a.job);
+    sq_claimed_clear(&b);
+    PQfinish(holder);
+    PQfinish(cb);
+    PQfinish(ca);
 }

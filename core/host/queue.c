@@ -299,7 +299,14 @@ static const char RELEASE_SQL[] =
  * as the host will receive it. */
 #define CLAIM_BYTES "pg_catalog.octet_length(j.payload::pg_catalog.text) AS bytes"
 
-/* started: when the attempts are recorded as started. budget: the claim's
+/* started: when the attempts are recorded as started, and their leases
+ * counted from. It is read on the clock, after the statement's snapshot,
+ * not now(): now() is when the transaction began, and a cycle's claim runs
+ * after its outcomes, which may have waited for row locks meanwhile. A job
+ * whose key a later transaction released (an earlier start, so an earlier
+ * now()) would then be recorded as started before the job it follows had
+ * ended. After the snapshot, every end the claim saw had committed first.
+ * budget: the claim's
  * byte budget parameter. `fit` keeps the picked jobs, best first, while
  * their payloads add up to at most the budget, and always the first: the
  * rest of the pick stays pending (its row locks go at commit), so what one
@@ -322,6 +329,7 @@ static const char RELEASE_SQL[] =
     "   WHERE b.upto OPERATOR(pg_catalog.<=) " budget "::pg_catalog.int8 OR b.n OPERATOR(pg_catalog.=) 1"
 /* A claim of one job always fits: its `fit` is the pick itself. */
 #define CYCLE_FIT_ONE "), fit AS (SELECT id, attempts, ordering_key FROM pick"
+#define CLAIM_STARTED "(SELECT pg_catalog.clock_timestamp())" /* once per statement */
 #define CYCLE_CLAIM(started) \
     "), turn AS (" \
     "  INSERT INTO skipq.ordering_keys AS k (queue, ordering_key, job_id)" \
@@ -334,11 +342,11 @@ static const char RELEASE_SQL[] =
     "  INSERT INTO skipq.job_executions (job_id, attempt, worker, started_at)" \
     "  SELECT id, attempts OPERATOR(pg_catalog.+) 1, $4, " started " FROM fit" \
     "   WHERE ordering_key IS NULL OR id OPERATOR(pg_catalog.=) ANY (SELECT job_id FROM turn)" \
-    "  RETURNING id, job_id, attempt" \
+    "  RETURNING id, job_id, attempt, started_at" \
     "), claimed AS (" \
     "  UPDATE skipq.jobs j" \
     "     SET status = 'running', attempts = ins.attempt, locked_by = $4, current_execution_id = ins.id," \
-    "         lease_expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) (pg_catalog.interval '1 millisecond'" \
+    "         lease_expires_at = ins.started_at OPERATOR(pg_catalog.+) (pg_catalog.interval '1 millisecond'" \
     "           OPERATOR(pg_catalog.*) (SELECT l.ms FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[])," \
     "                                                               pg_catalog.unnest($3::pg_catalog.int8[]))" \
     "                                    AS l(kind, ms) WHERE l.kind OPERATOR(pg_catalog.=) j.kind LIMIT 1))" \
@@ -367,7 +375,7 @@ static const char OUTCOMES_SQL[] =
     "   LIMIT $5" \
     "   FOR NO KEY UPDATE SKIP LOCKED" \
     CYCLE_FIT("$6") \
-    CYCLE_CLAIM("pg_catalog.now()") \
+    CYCLE_CLAIM(CLAIM_STARTED) \
     CLAIMED_ROWS
 static const char CLAIM_SQL[] = CLAIM_BATCH_SQL(CYCLE_COMMIT_MODE("'off'"));
 
@@ -394,7 +402,7 @@ static const char CLAIM_ONE_SQL[] =
     "   LIMIT 1"
     "   FOR NO KEY UPDATE SKIP LOCKED"
     CYCLE_FIT_ONE
-    CYCLE_CLAIM("pg_catalog.now()")
+    CYCLE_CLAIM(CLAIM_STARTED)
     CLAIMED_ROWS;
 
 /*
@@ -442,7 +450,7 @@ static const char CLAIM_ONE_SQL[] =
     CYCLE_ORDER \
     "  LIMIT $5" \
     CYCLE_FIT("$6") \
-    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), pg_catalog.now())") \
+    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), " CLAIM_STARTED ")") \
     ", rt AS (" \
     "  UPDATE skipq.kind_limits l" \
     "     SET window_count = CASE WHEN l.window_start OPERATOR(pg_catalog.=) pg_catalog.date_trunc(l.rate_unit, a.at)" \
