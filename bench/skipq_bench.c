@@ -1278,9 +1278,8 @@ static void mode_latency(void)
     R.lat_p99 = percentile(lat, matched, 99);
     R.lat_max = matched ? lat[matched - 1] : NAN;
     R.lat_mean = matched ? sum / (double)matched : NAN;
-    /* Cross-check on the database's clock: attempt start (read by the claim)
-     * minus
-     * enqueue transaction start. */
+    /* Cross-check on the database's clock: the attempt's start (read by the
+     * claim) minus the enqueue transaction's start. */
     R.lat_db_p50 = scalar_f("SELECT 1000 OPERATOR(pg_catalog.*) pg_catalog.percentile_cont(0.5) WITHIN GROUP"
                             " (ORDER BY extract(epoch FROM e.started_at OPERATOR(pg_catalog.-) j.created_at))"
                             "  FROM skipq.jobs j JOIN skipq.job_executions e ON e.job_id OPERATOR(pg_catalog.=) j.id"

@@ -306,16 +306,16 @@ static const char RELEASE_SQL[] =
  * whose key a later transaction released (an earlier start, so an earlier
  * now()) would then be recorded as started before the job it follows had
  * ended. After the snapshot, every end the claim saw had committed first.
- * budget: the claim's
- * byte budget parameter. `fit` keeps the picked jobs, best first, while
- * their payloads add up to at most the budget, and always the first: the
- * rest of the pick stays pending (its row locks go at commit), so what one
- * claim brings into the host's memory is bounded by the budget plus one
- * payload, whatever the batch (the worker then asks for as many as fitted,
- * so little is picked in vain). When the whole pick fits -- the usual case
- * -- the first branch takes it and the running sum (a sort of the pick) is
- * never computed. Serial keys, step 2: take the key's row in this queue, or
- * keep it when this job already holds it (a retry); see the comment above. */
+ * budget: the claim's byte budget parameter. `fit` keeps the picked jobs,
+ * best first, while their payloads add up to at most the budget, and
+ * always the first: the rest of the pick stays pending (its row locks go at
+ * commit), so what one claim brings into the host's memory is bounded by
+ * the budget plus one payload, whatever the batch (the worker then asks for
+ * as many as fitted, so little is picked in vain). When the whole pick fits
+ * -- the usual case -- the first branch takes it and the running sum (a
+ * sort of the pick) is never computed. Serial keys, step 2: take the key's
+ * row in this queue, or keep it when this job already holds it (a retry);
+ * see the comment above. */
 #define CYCLE_FIT(budget) \
     "), fit AS (" \
     "  SELECT id, attempts, ordering_key FROM pick" \
