@@ -100,6 +100,7 @@ static struct {
     const char *json_path;
     bool keep;
     const char *isolation; /* [queue] isolation of every host: thread or process */
+    const char *keep_done; /* [kind noop] keep_done of the drain hosts: "on", "off", or NULL (not set) */
 } opt = {
     .modes = MODE_ENQUEUE | MODE_DRAIN | MODE_LATENCY | MODE_CEILING | MODE_AGING,
     .jobs = 20000,
@@ -125,6 +126,21 @@ static const char *isolation_line(void)
 {
     return strcmp(opt.isolation, "process") == 0 ? "isolation = process\n" : "";
 }
+
+/* The [kind noop] section for --keep-done: none unless it is given. */
+static const char *keep_done_section(void)
+{
+    if (!opt.keep_done)
+        return "";
+    return strcmp(opt.keep_done, "off") == 0 ? "[kind noop]\nkeep_done = off\n" : "[kind noop]\nkeep_done = on\n";
+}
+
+/* Above every job and execution so far: ids a drain's jobs get are above
+ * it. (Jobs that left skipq.jobs as they finished, --keep-done off, are
+ * found by their executions.) */
+#define HIGHEST_JOB_SQL \
+    "SELECT greatest((SELECT coalesce(pg_catalog.max(id), 0) FROM skipq.jobs)," \
+    "                (SELECT coalesce(pg_catalog.max(job_id), 0) FROM skipq.job_executions))"
 
 /* ---- global state (for cleanup) --------------------------------------------------- */
 
@@ -864,7 +880,7 @@ static void drain_run(struct drain_result *out, long n, const char *label)
 {
     memset(out, 0, sizeof *out);
     out->jobs = n;
-    long long base = scalar("SELECT coalesce(pg_catalog.max(id), 0) FROM skipq.jobs", 0, NULL);
+    long long base = scalar(HIGHEST_JOB_SQL, 0, NULL);
     enqueue_set_based(n, "noop");
     cmd("VACUUM ANALYZE skipq.jobs");
     long long ck0 = checkpoint();
@@ -875,8 +891,9 @@ static void drain_run(struct drain_result *out, long n, const char *label)
                        "[database]\nurl = %s\n\n"
                        "[host]\npoll_interval = 20ms\nlog_level = warn\nshutdown_grace = 5s\n\n"
                        "[plugin noop]\npath = %s/noop.so\n\n"
-                       "[queue default]\nthreads = %ld\nbatch = %ld\n%s",
-                       g.conninfo, SKIPQ_BENCH_PLUGIN_DIR, opt.threads, opt.batch, isolation_line());
+                       "[queue default]\nthreads = %ld\nbatch = %ld\n%s%s",
+                       g.conninfo, SKIPQ_BENCH_PLUGIN_DIR, opt.threads, opt.batch, isolation_line(),
+                       keep_done_section());
     if (len < 0 || (size_t)len >= sizeof body)
         die("INI too long");
     write_file(ini, body, 0600);
@@ -916,6 +933,8 @@ static void drain_run(struct drain_result *out, long n, const char *label)
     out->db_seconds = PQgetisnull(r, 0, 3) ? NAN : strtod(PQgetvalue(r, 0, 3), NULL);
     out->claims = atol(PQgetvalue(r, 0, 4));
     PQclear(r);
+    /* A job that left the table as it finished counts as a done job of one
+     * attempt when its one execution is the done one that says so. */
     r = query(g.conn,
               "SELECT pg_catalog.count(*), pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'done'"
               "                                                         AND attempts OPERATOR(pg_catalog.=) 1)"
@@ -923,6 +942,12 @@ static void drain_run(struct drain_result *out, long n, const char *label)
               1, p);
     long jobs = atol(PQgetvalue(r, 0, 0)), jobs_done = atol(PQgetvalue(r, 0, 1));
     PQclear(r);
+    long left = scalar("SELECT pg_catalog.count(*) FROM skipq.job_executions"
+                       " WHERE job_id OPERATOR(pg_catalog.>) $1::pg_catalog.int8 AND queue IS NOT NULL"
+                       "   AND status OPERATOR(pg_catalog.=) 'done' AND attempt OPERATOR(pg_catalog.=) 1",
+                       1, p);
+    jobs += left;
+    jobs_done += left;
     out->executions = execs;
     out->exactly_once = jobs == n && jobs_done == n && execs == n && distinct == n && done_execs == n;
     if (!out->exactly_once)
@@ -946,7 +971,7 @@ static int cmp_drain(const void *a, const void *b)
 static void drain_measure(struct drain_result *out, long n, const char *label)
 {
     static struct drain_result all[MAX_REPEAT];
-    long long base = scalar("SELECT coalesce(pg_catalog.max(id), 0) FROM skipq.jobs", 0, NULL);
+    long long base = scalar(HIGHEST_JOB_SQL, 0, NULL);
     char b[32];
     snprintf(b, sizeof b, "%lld", base);
     const char *p[1] = {b};
@@ -954,6 +979,8 @@ static void drain_measure(struct drain_result *out, long n, const char *label)
     for (long i = 0; i < opt.repeat; i++) {
         if (i > 0) {
             PQclear(query(g.conn, "DELETE FROM skipq.jobs WHERE id OPERATOR(pg_catalog.>) $1::pg_catalog.int8", 1, p));
+            PQclear(query(g.conn, "DELETE FROM skipq.job_executions WHERE job_id OPERATOR(pg_catalog.>) $1::pg_catalog.int8",
+                          1, p)); /* of jobs that left the table */
             cmd("VACUUM skipq.job_executions");
         }
         drain_run(&all[i], n, label);
@@ -1543,9 +1570,9 @@ static void mode_churn(void)
                        "[host]\npoll_interval = 20ms\nlog_level = warn\nshutdown_grace = 5s\n\n"
                        "[retention]\ndone = %lds\ndead = %lds\ninterval = 5s\nbatch = %ld\n\n"
                        "[plugin noop]\npath = %s/noop.so\n\n"
-                       "[queue default]\nthreads = %ld\nbatch = %ld\n%s",
+                       "[queue default]\nthreads = %ld\nbatch = %ld\n%s%s",
                        g.conninfo, opt.churn_retain_s, opt.churn_retain_s, batch, SKIPQ_BENCH_PLUGIN_DIR,
-                       opt.threads, opt.batch, isolation_line());
+                       opt.threads, opt.batch, isolation_line(), keep_done_section());
     if (len < 0 || (size_t)len >= sizeof body)
         die("INI too long");
     write_file(ini, body, 0600);
@@ -1674,9 +1701,10 @@ static void write_json(FILE *f)
 {
     fputs("{\n  \"params\": {", f);
     fprintf(f, "\"jobs\": %ld, \"threads\": %ld, \"hosts\": %ld, \"batch\": %ld, \"isolation\": \"%s\", "
-               "\"latency_jobs\": %ld, \"ceiling_seconds\": %ld, \"repeat\": %ld, \"aging_rows\": [",
-            opt.jobs, opt.threads, opt.hosts, opt.batch, opt.isolation, opt.latency_jobs, opt.ceiling_seconds,
-            opt.repeat);
+               "\"keep_done\": \"%s\", \"latency_jobs\": %ld, \"ceiling_seconds\": %ld, \"repeat\": %ld, "
+               "\"aging_rows\": [",
+            opt.jobs, opt.threads, opt.hosts, opt.batch, opt.isolation, opt.keep_done ? opt.keep_done : "not set",
+            opt.latency_jobs, opt.ceiling_seconds, opt.repeat);
     for (int i = 0; i < opt.naging; i++)
         fprintf(f, "%s%ld", i ? ", " : "", opt.aging_rows[i]);
     fputs("], \"modes\": [", f);
@@ -1801,10 +1829,11 @@ static void row(const char *mode, const char *what, const char *fmt, ...)
 static void print_table(void)
 {
     printf("\nskipq-bench: skipq %s (%s), PostgreSQL %s, synchronous_commit=%s, fsync=%s, %ld CPU(s), "
-           "load average %.1f at start, %.1f at end; jobs %ld, hosts %ld, threads %ld, batch %ld, isolation %s\n",
+           "load average %.1f at start, %.1f at end; jobs %ld, hosts %ld, threads %ld, batch %ld, isolation %s, "
+           "keep_done %s\n",
            SKIPQ_VERSION, R.source[0] ? R.source : "source revision unknown", R.pg_version, R.sync_commit, R.fsync,
            sysconf(_SC_NPROCESSORS_ONLN), R.load_start[0], R.load_end[0], opt.jobs, opt.hosts, opt.threads,
-           opt.batch, opt.isolation);
+           opt.batch, opt.isolation, opt.keep_done ? opt.keep_done : "not set");
     printf("  %-8s  %-44s  %s\n", "mode", "measure", "value");
     if (R.enqueue_ran) {
         row("enqueue", "set-based, one statement", "%.0f jobs/s", (double)R.enq_jobs / R.set_s);
@@ -1858,7 +1887,8 @@ static const char USAGE[] =
     "usage: skipq-bench [--db CONNINFO] [--modes enqueue,drain,latency,ceiling,aging,churn] [--jobs N]\n"
     "                   [--threads T] [--hosts H] [--batch B] [--latency-jobs N] [--ceiling-seconds S]\n"
     "                   [--aging-rows R1,R2,...] [--churn-minutes M] [--churn-rate N] [--churn-report S]\n"
-    "                   [--churn-retain S] [--isolation thread|process] [--repeat N] [--json FILE]\n"
+    "                   [--churn-retain S] [--isolation thread|process] [--keep-done on|off] [--repeat N]\n"
+    "                   [--json FILE]\n"
     "                   [--timeout S] [--keep]\n"
     "\n"
     "  --db CONNINFO        server to use (URI or conninfo; needs CREATEDB). Default: start a\n"
@@ -1878,6 +1908,8 @@ static const char USAGE[] =
     "  --churn-retain S     [retention] done/dead age in the churn run, seconds (default 60)\n"
     "  --isolation MODE     [queue] isolation of every host: thread (default) or process, each\n"
     "                       of the --threads a worker process\n"
+    "  --keep-done on|off   [kind noop] keep_done of the drain, aging and churn hosts (default: not\n"
+    "                       set, so done jobs stay in skipq.jobs)\n"
     "  --repeat N           drains per drain/aging measurement, median reported (default 1)\n"
     "  --json FILE          also write the JSON report to FILE\n"
     "  --timeout S          give up when a drain takes longer (default 600)\n"
@@ -1901,7 +1933,7 @@ static long parse_long(const char *name, const char *s, long min, long max)
 static void parse_args(int argc, char **argv)
 {
     enum { O_DB = 256, O_MODES, O_JOBS, O_THREADS, O_HOSTS, O_BATCH, O_LAT, O_CEIL, O_AGING, O_JSON, O_TIMEOUT, O_KEEP,
-           O_CHURN_MIN, O_CHURN_RATE, O_CHURN_REPORT, O_CHURN_RETAIN, O_REPEAT, O_ISOLATION };
+           O_CHURN_MIN, O_CHURN_RATE, O_CHURN_REPORT, O_CHURN_RETAIN, O_REPEAT, O_ISOLATION, O_KEEP_DONE };
     static const struct option longopts[] = {
         {"db", required_argument, NULL, O_DB},
         {"modes", required_argument, NULL, O_MODES},
@@ -1921,6 +1953,7 @@ static void parse_args(int argc, char **argv)
         {"churn-retain", required_argument, NULL, O_CHURN_RETAIN},
         {"repeat", required_argument, NULL, O_REPEAT},
         {"isolation", required_argument, NULL, O_ISOLATION},
+        {"keep-done", required_argument, NULL, O_KEEP_DONE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -2016,6 +2049,13 @@ static void parse_args(int argc, char **argv)
                 exit(2);
             }
             opt.isolation = optarg;
+            break;
+        case O_KEEP_DONE:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "skipq-bench: --keep-done: \"%s\" is not on or off\n%s", optarg, USAGE);
+                exit(2);
+            }
+            opt.keep_done = optarg;
             break;
         case 'h':
             fputs(USAGE, stdout);

@@ -15,8 +15,10 @@
 --                 priority, attempts, valid JSON), not by the payload size
 --                 limit in skipq.settings.
 -- skipq_worker:   may claim, heartbeat, complete and sweep jobs (and
---                 enqueue follow-up jobs), read stats; may not delete jobs,
---                 change payloads, or alter the schema.
+--                 enqueue follow-up jobs), read stats; may not delete jobs
+--                 (only let a job it finishes as done leave the table,
+--                 through skipq.finish_dropping()), change payloads, or
+--                 alter the schema.
 -- skipq_reader:   may read what `skipq stats`, `top`, `jobs`, `cron`,
 --                 `limits` and `skipq web` show, and nothing else: no write,
 --                 no function that writes (`skipq web` connected as it
@@ -146,3 +148,14 @@ GRANT INSERT (kind, max_attempts, set_by), UPDATE (max_attempts, set_by, updated
 -- Handler output (057): the host writes an attempt's output on its
 -- execution row; readers see it with the rest of the row.
 GRANT UPDATE (output) ON skipq.job_executions TO skipq_worker;
+
+-- Done jobs that leave skipq.jobs (058): hosts write the kinds' keep_done
+-- (column privileges, as for kind_defaults) and finish such jobs through
+-- skipq.finish_dropping(), which deletes only running jobs it finishes as
+-- done, keeping their executions: the worker role still may not DELETE.
+-- Stats read the counts of those jobs.
+REVOKE INSERT, UPDATE ON skipq.kind_options FROM skipq_worker;
+GRANT SELECT ON skipq.kind_options, skipq.done_counts TO skipq_worker, skipq_reader;
+GRANT INSERT (kind, keep_done, set_by), UPDATE (keep_done, set_by, updated_at)
+    ON skipq.kind_options TO skipq_worker;
+GRANT EXECUTE ON FUNCTION skipq.finish_dropping(bigint[], bigint[]) TO skipq_worker;

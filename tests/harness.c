@@ -611,6 +611,11 @@ void th_check_invariants(PGconn *conn)
                 " WHERE j.status = 'done' AND (e.id IS NULL OR e.id <> j.current_execution_id)");
     expect_none(conn, "pending job with no attempts left",
                 "SELECT id FROM skipq.jobs WHERE status = 'pending' AND attempts >= max_attempts");
+    /* Done jobs that left skipq.jobs ([kind] keep_done = off): only a done
+     * execution says so, and its job is gone. */
+    expect_none(conn, "execution that says its job left, which is not done or whose job is still there",
+                "SELECT e.job_id FROM skipq.job_executions e WHERE e.queue IS NOT NULL"
+                " AND (e.status <> 'done' OR EXISTS (SELECT 1 FROM skipq.jobs j WHERE j.id = e.job_id))");
 }
 
 void host_start(struct host *h)

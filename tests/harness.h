@@ -205,7 +205,9 @@ bool th_wait_ledger(const char *path, size_t n, int timeout_ms);
  *    'crashed' as well as 'dead'), the last execution says dead (permanent
  *    failure), or a parent (depends_on) ended dead or cancelled before the
  *    job ever ran;
- *  - every 'done' job's current_execution_id is its one 'done' execution.
+ *  - every 'done' job's current_execution_id is its one 'done' execution;
+ *  - an execution that says its job left skipq.jobs (queue set: [kind]
+ *    keep_done = off) is done, and its job is gone.
  * Fails the test with the offending job ids.
  */
 void th_check_invariants(PGconn *conn);

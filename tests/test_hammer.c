@@ -411,6 +411,82 @@ Test(hammer, mixed_retries_and_transactions_on_shared_sessions, .timeout = 600)
     mixed("threads = 24\nconnections = 3\nisolation = thread\n", 2 * (3 + 2), "mixed, 2 hosts x 24 threads on 3 sessions");
 }
 
+/*
+ * [kind test] keep_done = off: two hosts of 8 threads, jobs mixed as in
+ * mixed() (planned retries, writes in the job's transaction). Each done
+ * job leaves skipq.jobs in the transaction that records it, and still ran
+ * exactly once: one done execution per job, carrying its queue and kind,
+ * the retried attempt before it kept as it was, each transactional write
+ * once and tied to the done execution, and one ledger line per execution.
+ */
+Test(hammer, done_jobs_that_leave_the_table_ran_exactly_once, .timeout = 600)
+{
+    struct th_db db;
+    th_db_new(&db);
+    const long long n = th_scaled(3000, 140);
+    th_execf(db.conn, "CREATE TABLE public.testkit_effects (job_id bigint, execution_id bigint)");
+    char ledger[600];
+    snprintf(ledger, sizeof ledger, "%s/leave.ledger", th_tmpdir());
+    const char *extra = "[queue default]\nthreads = 8\nbatch = 16\n"
+                        "[kind test]\nkeep_done = off\nbackoff_base = 10ms\nbackoff_cap = 50ms\n";
+    struct host h[2] = {{.name = "leave-a"}, {.name = "leave-b"}};
+    struct host *hs[2] = {&h[0], &h[1]};
+    for (int i = 0; i < 2; i++) {
+        h[i].ini = th_host_ini(&db, h[i].name, NULL, ledger, extra);
+        host_start(&h[i]);
+    }
+    cr_assert_geq(th_wait_at_least(db.conn, 18, 60000, 50, hs, 2, CONNECTED_SQL), 18, "hosts did not connect");
+    cr_assert_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.kind_options WHERE kind = 'test' AND NOT keep_done"),
+                 1, "the hosts did not register keep_done = off");
+
+    PGconn *c = db.conn;
+    th_execf(c, "CREATE TABLE public.planned AS SELECT i, CASE"
+                "  WHEN i %% 70 = 0 THEN '{\"fail_times\": 1, \"txn\": true}'"
+                "  WHEN i %% 10 = 0 THEN '{\"fail_times\": 1}'"
+                "  WHEN i %% 7 = 0 THEN '{\"txn\": true}'"
+                "  ELSE '{}' END::jsonb AS payload, 0::bigint AS job FROM generate_series(1, %lld) i",
+             n);
+    int64_t t0 = th_now_ms();
+    th_execf(c, "UPDATE public.planned SET job = skipq.enqueue('test', payload)");
+    long long left = th_wait_at_least(c, n, 300000, 100, hs, 2,
+                                      "SELECT count(*) FROM skipq.job_executions WHERE queue IS NOT NULL");
+    int64_t wall = th_now_ms() - t0;
+    cr_assert_eq(left, n, "only %lld of %lld jobs finished and left after 300 s", left, n);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(host_stop(&h[i], 20000), 0, "host %s did not stop cleanly on SIGTERM", h[i].name);
+
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs"), 0, "%lld done job(s) stayed in skipq.jobs",
+                 th_scalar(c, "SELECT count(*) FROM skipq.jobs"));
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status = 'running'"), 0);
+    /* Each job: its attempts in order, the last done and carrying the job's
+     * queue and kind, the retried one before it as it was written. */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM public.planned p WHERE"
+                              " (SELECT string_agg(e.status || ':' || coalesce(e.queue || '/' || e.kind, '-'), ','"
+                              "                    ORDER BY e.attempt)"
+                              "   FROM skipq.job_executions e WHERE e.job_id = p.job)"
+                              " IS DISTINCT FROM CASE WHEN p.payload ? 'fail_times' THEN 'retry:-,done:default/test'"
+                              "                       ELSE 'done:default/test' END"),
+                 0, "a job's executions are not (retry, then) one done execution that says whose it was");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions"), n + n / 10);
+    /* Writes in the job's transaction: once per txn job, by its done attempt. */
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM public.planned p WHERE p.payload ? 'txn' AND"
+                              " (SELECT count(*) FROM public.testkit_effects f JOIN skipq.job_executions e"
+                              "   ON e.id = f.execution_id AND e.job_id = f.job_id AND e.status = 'done'"
+                              "  WHERE f.job_id = p.job) <> 1"),
+                 0, "a txn job does not have exactly one effects row from its done execution");
+    cr_assert_eq(th_scalar(c, "SELECT count(*) FROM public.testkit_effects"), n / 7);
+    /* The statistics count what left: one count row per statement. */
+    cr_assert_eq(th_scalar(c, "SELECT coalesce(sum(n), 0) FROM skipq.done_counts WHERE queue = 'default'"
+                              " AND kind = 'test'"),
+                 n, "done_counts does not add up to the jobs that left");
+    size_t nl = check_ledger_matches_executions(c, ledger);
+    cr_assert_eq((long long)nl, n + n / 10);
+    th_check_invariants(c);
+    report("done jobs leave, 2 hosts x 8 threads", n, 16, 2, c, wall);
+    for (int i = 0; i < 2; i++)
+        th_assert_clean_log(h[i].ini);
+}
+
 /* Many threads on few sessions: 64 threads, 4 sessions, 20,000 jobs
  * (scaled), each done exactly once, every invariant holding after. */
 Test(hammer, one_host_sixty_four_threads_on_four_sessions, .timeout = 600)

@@ -147,10 +147,22 @@ int sq_admin_show_fetch(PGconn *conn, int64_t id, PGresult **job_out, PGresult *
     char a[24];
     snprintf(a, sizeof a, "%" PRId64, id);
     const char *params[1] = {a};
-    char sql[1024];
+    /* A done job whose kind does not keep done jobs ([kind] keep_done =
+     * off, sql/058) left skipq.jobs: what is left of it is read from its
+     * executions, the last of which carries its queue and kind. */
+    char sql[2048];
     snprintf(sql, sizeof sql,
              "SELECT %s, %s, payload FROM skipq.jobs"
-             " WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8",
+             " WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8"
+             " UNION ALL"
+             " SELECT e.job_id, e.queue, e.kind, 'done', e.attempt, NULL::pg_catalog.int4, NULL::pg_catalog.int4,"
+             "        NULL::pg_catalog.timestamptz, NULL::pg_catalog.timestamptz, e.finished_at,"
+             "        NULL::pg_catalog.timestamptz, NULL, NULL,"
+             "        NULL, NULL::pg_catalog.timestamptz, NULL, NULL, NULL::pg_catalog.jsonb"
+             "   FROM skipq.job_executions e"
+             "  WHERE e.job_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND e.queue IS NOT NULL"
+             "    AND e.status OPERATOR(pg_catalog.=) 'done'"
+             "    AND NOT EXISTS (SELECT 1 FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) $1::pg_catalog.int8)",
              JOB_COLUMNS, SCHED_COLUMNS);
     PGresult *job = sq_db_query(conn, sql, 1, params, err, errlen);
     if (!job)

@@ -110,10 +110,15 @@ static void table_rows(FILE *out, const PGresult *res, int skip)
 /* Built-ins are named by schema: see "SCHEMA-QUALIFIED SQL" in queue.c. */
 #define LAST_HOUR "(pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.interval '1 hour')"
 
-/* A column of an execution's job, looked up by primary key per execution:
- * a plain join lets the planner hash-join recent executions against a scan
- * of every job ever kept. */
-#define JOB_OF_EXECUTION(col) "(SELECT " col " FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) e.job_id)"
+/* The queue or kind of an execution's job: written on the execution when
+ * the job left skipq.jobs as it finished ([kind] keep_done = off, sql/058),
+ * else looked up by primary key per execution (a plain join lets the
+ * planner hash-join recent executions against a scan of every job ever
+ * kept). */
+#define JOB_OF_EXECUTION(col) \
+    "coalesce(e." col ", (SELECT j." col " FROM skipq.jobs j WHERE j.id OPERATOR(pg_catalog.=) e.job_id))"
+#define QUEUE_KIND_OF_EXECUTION \
+    JOB_OF_EXECUTION("queue") " OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) " JOB_OF_EXECUTION("kind")
 
 /* $1: the totals watermark; $2: where the scan of finished jobs starts
  * (the earlier of the watermark and an hour ago). */
@@ -136,7 +141,12 @@ static const char STATS_SQL[] =
     "           pg_catalog.count(*) FILTER (WHERE lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.now()), NULL"
     "      FROM skipq.jobs WHERE status OPERATOR(pg_catalog.=) 'running' GROUP BY queue, kind) l"
     "   GROUP BY queue, kind"
+    /* Done jobs that left skipq.jobs (sql/058) are counted in done_counts. */
     "), fin AS ("
+    "  SELECT queue, kind, pg_catalog.sum(done_1h)::pg_catalog.int8 AS done_1h,"
+    "         pg_catalog.sum(dead_1h)::pg_catalog.int8 AS dead_1h, pg_catalog.sum(done)::pg_catalog.int8 AS done,"
+    "         pg_catalog.sum(dead)::pg_catalog.int8 AS dead, pg_catalog.sum(cancelled)::pg_catalog.int8 AS cancelled"
+    "    FROM ("
     "  SELECT queue, kind,"
     "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'done'"
     "                                     AND finished_at OPERATOR(pg_catalog.>=) " LAST_HOUR ") AS done_1h,"
@@ -150,10 +160,17 @@ static const char STATS_SQL[] =
     "                                     AND finished_at OPERATOR(pg_catalog.>=) $1::pg_catalog.timestamptz)"
     "           AS cancelled"
     "    FROM skipq.jobs WHERE finished_at OPERATOR(pg_catalog.>=) $2::pg_catalog.timestamptz GROUP BY queue, kind"
+    "  UNION ALL"
+    "  SELECT queue, kind,"
+    "         pg_catalog.sum(n) FILTER (WHERE at OPERATOR(pg_catalog.>=) " LAST_HOUR ")::pg_catalog.int8, 0,"
+    "         pg_catalog.sum(n) FILTER (WHERE at OPERATOR(pg_catalog.>=) $1::pg_catalog.timestamptz)::pg_catalog.int8,"
+    "         0, 0"
+    "    FROM skipq.done_counts WHERE at OPERATOR(pg_catalog.>=) $2::pg_catalog.timestamptz GROUP BY queue, kind"
+    "  ) u GROUP BY queue, kind"
     "), pct AS ("
     "  SELECT pg_catalog.split_part(qk, '/', 1) AS queue, pg_catalog.split_part(qk, '/', 2) AS kind, p FROM ("
     "    SELECT qk, pg_catalog.percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ms) AS p FROM ("
-    "      SELECT " JOB_OF_EXECUTION("j.queue OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) j.kind") " AS qk,"
+    "      SELECT " QUEUE_KIND_OF_EXECUTION " AS qk,"
     "             extract(epoch FROM e.finished_at OPERATOR(pg_catalog.-) e.started_at) OPERATOR(pg_catalog.*) 1000"
     "               AS ms"
     "        FROM skipq.job_executions e"
@@ -164,7 +181,7 @@ static const char STATS_SQL[] =
     "), cr AS ("
     "  SELECT pg_catalog.split_part(qk, '/', 1) AS queue, pg_catalog.split_part(qk, '/', 2) AS kind,"
     "         pg_catalog.count(*) AS crashed_1h FROM ("
-    "    SELECT " JOB_OF_EXECUTION("j.queue OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) j.kind") " AS qk"
+    "    SELECT " QUEUE_KIND_OF_EXECUTION " AS qk"
     "      FROM skipq.job_executions e"
     "     WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND e.status OPERATOR(pg_catalog.=) 'crashed') x"
     "   GROUP BY qk"
@@ -366,7 +383,7 @@ static const char TOP_QUEUES_SQL[] =
     "  SELECT queue, pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) 'done') AS done,"
     "         pg_catalog.count(*) FILTER (WHERE status OPERATOR(pg_catalog.=) " FAILED_STATUSES ")"
     "           AS failed FROM ("
-    "    SELECT " JOB_OF_EXECUTION("j.queue") " AS queue, e.status"
+    "    SELECT " JOB_OF_EXECUTION("queue") " AS queue, e.status"
     "      FROM skipq.job_executions e"
     "     WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR
     "       AND e.finished_at OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-)"
@@ -377,7 +394,7 @@ static const char TOP_QUEUES_SQL[] =
     "   WHERE finished_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND status OPERATOR(pg_catalog.=) 'dead'"
     "   GROUP BY queue"
     "), cr AS ("
-    "  SELECT " JOB_OF_EXECUTION("j.queue") " AS queue, pg_catalog.count(*) AS crashed_1h"
+    "  SELECT " JOB_OF_EXECUTION("queue") " AS queue, pg_catalog.count(*) AS crashed_1h"
     "    FROM skipq.job_executions e"
     "   WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR " AND e.status OPERATOR(pg_catalog.=) 'crashed'"
     "   GROUP BY 1"
@@ -405,7 +422,7 @@ static const char TOP_CRASHED_SQL[] =
     "SELECT kind, pg_catalog.count(*) AS crashed_1h,"
     "       pg_catalog.max(CASE WHEN rn OPERATOR(pg_catalog.=) 1 THEN error END) AS last_cause FROM ("
     "  SELECT kind, error, pg_catalog.row_number() OVER (PARTITION BY kind ORDER BY finished_at DESC NULLS LAST) AS rn"
-    "    FROM (SELECT " JOB_OF_EXECUTION("j.kind") " AS kind, e.error, e.finished_at FROM skipq.job_executions e"
+    "    FROM (SELECT " JOB_OF_EXECUTION("kind") " AS kind, e.error, e.finished_at FROM skipq.job_executions e"
     "          WHERE e.started_at OPERATOR(pg_catalog.>=) " LAST_HOUR
     "            AND e.status OPERATOR(pg_catalog.=) 'crashed') y) x"
     " GROUP BY kind ORDER BY crashed_1h DESC, kind";

@@ -56,6 +56,7 @@ enum sq_isolation { SQ_ISOLATION_THREAD = 0, SQ_ISOLATION_PROCESS = 1 };
 struct sq_kind_conf {
     char *name;
     int max_attempts;         /* default for `skipq enqueue -c`; 0 = schema default */
+    int keep_done;            /* 1 keep done jobs, 0 they leave skipq.jobs; -1 not set here */
     int64_t backoff_base_ms;
     int64_t backoff_cap_ms;
     int64_t lease_ms;         /* 0 = the host's lease */

@@ -48,10 +48,16 @@
 static bool retention_round(struct sq_host *h, PGconn *conn, int64_t budget_ms)
 {
     const struct sq_config *cfg = h->cfg;
+    /* left: done jobs that left skipq.jobs as they finished ([kind]
+     * keep_done = off): their executions, which no job's deletion takes. */
     const struct {
         const char *status;
         int64_t age;
-    } rules[] = {{"done", cfg->keep_done_ms}, {"dead", cfg->keep_dead_ms}, {"cancelled", cfg->keep_cancelled_ms}};
+        bool left;
+    } rules[] = {{"done", cfg->keep_done_ms, false},
+                 {"dead", cfg->keep_dead_ms, false},
+                 {"cancelled", cfg->keep_cancelled_ms, false},
+                 {"done", cfg->keep_done_ms, true}};
     int64_t end = sq_now_ms() + budget_ms;
     char err[512];
     bool behind = false;
@@ -61,14 +67,21 @@ static bool retention_round(struct sq_host *h, PGconn *conn, int64_t budget_ms)
         long total = 0;
         int n;
         do {
-            n = sq_queue_retain(conn, rules[i].status, rules[i].age, cfg->retention_batch, err, sizeof err);
+            n = rules[i].left ? sq_queue_retain_left(conn, rules[i].age, cfg->retention_batch, err, sizeof err)
+                              : sq_queue_retain(conn, rules[i].status, rules[i].age, cfg->retention_batch, err,
+                                                sizeof err);
             if (n > 0)
                 total += n;
         } while (n == cfg->retention_batch && sq_now_ms() < end);
         behind = behind || n == cfg->retention_batch;
-        if (n == -2)
+        if (n == -2 && rules[i].left)
+            log_warn("retention: could not delete the executions of done jobs that left skipq.jobs: %s", err);
+        else if (n == -2)
             log_warn("retention: could not delete %s jobs: %s", rules[i].status, err);
-        if (total > 0)
+        if (total > 0 && rules[i].left)
+            log_info("retention: deleted the executions of %ld done job(s) that left skipq.jobs more than %" PRId64
+                     "ms ago", total, rules[i].age);
+        else if (total > 0)
             log_info("retention: deleted %ld %s job(s) finished more than %" PRId64 "ms ago", total,
                      rules[i].status, rules[i].age);
         if (n == -1)

@@ -36,6 +36,7 @@ static void policy_set(struct sq_kind *k, const struct sq_config *cfg)
     atomic_store(&k->backoff_cap_ms, kc ? kc->backoff_cap_ms : SQ_DEFAULT_BACKOFF_CAP_MS);
     atomic_store(&k->timeout_ms, kc ? kc->timeout_ms : 0);
     atomic_store(&k->max_attempts, kc ? kc->max_attempts : 0);
+    atomic_store(&k->keep_done, kc ? kc->keep_done : -1);
 }
 
 struct sq_kinds *sq_kinds_build(const struct sq_plugins *ps, const struct sq_config *cfg)

@@ -37,6 +37,7 @@ struct sq_kind {
     int64_t lease_ms;                 /* [kind] lease, else [host] lease (a restart changes it) */
     _Atomic int64_t backoff_base_ms, backoff_cap_ms, timeout_ms;
     atomic_int max_attempts; /* 0: schema default */
+    atomic_int keep_done;    /* [kind] keep_done: 1, 0, or -1 when not set here */
     struct sq_kind_counts *n; /* &own, or a worker process's shared copy */
     struct sq_kind_counts own;
     atomic_bool paused; /* paused on every queue (skipq.paused), as pause.c last read it */

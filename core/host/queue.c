@@ -224,6 +224,17 @@ static const char RELEASE_SQL[] =
  * cycle waits for) first: the claim's SKIP LOCKED pick never waits but may
  * keep locks on rows it rejected, and claiming first deadlocked two cycles
  * against each other.
+ *
+ * A done job of a kind that does not keep done jobs (skipq.kind_options,
+ * [kind] keep_done = off) leaves skipq.jobs instead of being updated: a
+ * delete writes no new row version, no index entry and no lock record for
+ * a new page (sql/058 says why that is a quarter of the job's cost). `fin`
+ * decides which on the rows it locked (`drops`: done, of such a kind, and
+ * nothing that needs the row: an ordering key or dependents, whose release
+ * runs from the update, or a uniqueness window), and skipq.finish_dropping()
+ * deletes them and closes their executions; `upd` and `exe` do the rest.
+ * The two touch disjoint rows, so their order within the statement does not
+ * matter.
  */
 #define OUTCOMES_OF(ids, eids, outcomes, delays, errors) \
     /* Row locks in id order: every multi-row writer of running jobs takes \
@@ -233,7 +244,10 @@ static const char RELEASE_SQL[] =
      * "WITH fin" whatever it holds: the tests and operators who look for \
      * a worker's cycle in pg_stat_activity know it by that.) */ \
     "WITH fin AS MATERIALIZED (" \
-    "  SELECT f.id, f.eid, f.outcome, f.delay_ms, f.err, j.status, j.current_execution_id AS holder" \
+    "  SELECT f.id, f.eid, f.outcome, f.delay_ms, f.err, j.status, j.current_execution_id AS holder," \
+    "         (f.outcome OPERATOR(pg_catalog.=) 0 AND j.ordering_key IS NULL AND NOT j.has_dependents" \
+    "          AND j.unique_until IS NULL AND j.kind OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+    "            SELECT o.kind FROM skipq.kind_options o WHERE NOT o.keep_done))) AS drops" \
     "    FROM ROWS FROM (pg_catalog.unnest(" ids "::pg_catalog.int8[])," \
     " pg_catalog.unnest(" eids "::pg_catalog.int8[])," \
     "                    pg_catalog.unnest(" outcomes "::pg_catalog.int2[])," \
@@ -242,6 +256,14 @@ static const char RELEASE_SQL[] =
     "         AS f(id, eid, outcome, delay_ms, err)" \
     "    JOIN skipq.jobs j ON j.id OPERATOR(pg_catalog.=) f.id" \
     "   ORDER BY j.id FOR NO KEY UPDATE OF j" \
+    "), gone AS MATERIALIZED (" \
+    "  SELECT g.job_id, g.execution_id FROM skipq.finish_dropping(" \
+    "    ARRAY(SELECT id FROM fin WHERE drops AND holder OPERATOR(pg_catalog.=) eid" \
+    "                               AND status OPERATOR(pg_catalog.=) 'running' ORDER BY id)," \
+    "    ARRAY(SELECT eid FROM fin WHERE drops AND holder OPERATOR(pg_catalog.=) eid" \
+    "                                AND status OPERATOR(pg_catalog.=) 'running' ORDER BY id)) g" \
+    /* A one-time filter: no call at all when nothing drops. */ \
+    "   WHERE EXISTS (SELECT 1 FROM fin WHERE drops)" \
     "), upd AS (" \
     "  UPDATE skipq.jobs j SET" \
     "     status = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 0 THEN 'done'" \
@@ -258,7 +280,7 @@ static const char RELEASE_SQL[] =
     "     lease_expires_at = NULL," \
     "     last_error = CASE WHEN f.outcome OPERATOR(pg_catalog.=) 0 THEN j.last_error ELSE f.err END" \
     "   FROM fin f WHERE j.id OPERATOR(pg_catalog.=) f.id" \
-    "     AND f.holder OPERATOR(pg_catalog.=) f.eid AND f.status OPERATOR(pg_catalog.=) 'running'" \
+    "     AND f.holder OPERATOR(pg_catalog.=) f.eid AND f.status OPERATOR(pg_catalog.=) 'running' AND NOT f.drops" \
     "  RETURNING j.id, f.eid, j.status, f.err, f.outcome" \
     "), exe AS (" \
     "  UPDATE skipq.job_executions e" \
@@ -360,7 +382,8 @@ static const char RELEASE_SQL[] =
 
 static const char OUTCOMES_SQL[] =
     OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")"
-    " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe";
+    " SELECT 'f', job_id, id, NULL, NULL, NULL, NULL, status FROM exe"
+    " UNION ALL SELECT 'f', job_id, execution_id, NULL, NULL, NULL, NULL, 'done' FROM gone";
 
 /*
  * The claim with no outcomes to record ($1-$5, and the budget as $6): what
@@ -487,6 +510,29 @@ static const char RETAIN_SQL[] =
     " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT pg_catalog.count(*) FROM d) ELSE -1 END";
 
 /*
+ * Retention of the jobs that left skipq.jobs as they finished done (sql/058:
+ * their done execution carries the queue, and only it): the executions of
+ * up to $2 such jobs that finished more than $1 ms ago (a retried attempt
+ * before the done one goes with it), under the same 'retention' row lock.
+ * The done executions are found through the BRIN index on started_at (an
+ * attempt finishes after it starts), the rest by job_id.
+ */
+static const char RETAIN_LEFT_SQL[] =
+    "WITH l AS MATERIALIZED (SELECT true AS got FROM skipq.housekeeping h"
+    "                         WHERE h.task OPERATOR(pg_catalog.=) 'retention' FOR NO KEY UPDATE OF h SKIP LOCKED),"
+    " c AS MATERIALIZED (SELECT pg_catalog.now() OPERATOR(pg_catalog.-)"
+    "                           ($1::pg_catalog.int8 OPERATOR(pg_catalog.*) pg_catalog.interval '1 millisecond') AS t),"
+    " p AS MATERIALIZED ("
+    "  SELECT e.job_id FROM skipq.job_executions e"
+    "   WHERE e.started_at OPERATOR(pg_catalog.<) (SELECT t FROM c)"
+    "     AND e.finished_at OPERATOR(pg_catalog.<) (SELECT t FROM c)"
+    "     AND e.queue IS NOT NULL AND e.status OPERATOR(pg_catalog.=) 'done'"
+    "     AND (SELECT got FROM l)"
+    "   LIMIT $2),"
+    " d AS (DELETE FROM skipq.job_executions x WHERE x.job_id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT job_id FROM p)))"
+    " SELECT CASE WHEN (SELECT got FROM l) THEN (SELECT pg_catalog.count(*) FROM p) ELSE -1 END";
+
+/*
  * After a lost connection: jobs still 'running' under this worker's name
  * ($1) that it is not holding ($2: the ones whose outcomes it still has to
  * record) were claimed by a cycle whose reply never arrived. The worker never
@@ -536,6 +582,7 @@ static const char COMMITTED_DONE_SQL[] =
 /* Every statement of the protocol, by what it does. */
 enum sq_stmt {
     SQ_STMT_RETAIN,
+    SQ_STMT_RETAIN_LEFT,
     SQ_STMT_OUTCOMES,
     SQ_STMT_HEARTBEAT,
     SQ_STMT_REAP,
@@ -560,6 +607,7 @@ static const struct {
     bool rare;
 } statements[SQ_STMT_COUNT] = {
     [SQ_STMT_RETAIN] = {"sq_retain", RETAIN_SQL, false},
+    [SQ_STMT_RETAIN_LEFT] = {"sq_retain_left", RETAIN_LEFT_SQL, false},
     [SQ_STMT_OUTCOMES] = {"sq_outcomes", OUTCOMES_SQL, false},
     [SQ_STMT_HEARTBEAT] = {"sq_heartbeat", HEARTBEAT_SQL, false},
     [SQ_STMT_REAP] = {"sq_reap", REAP_SQL, false},
@@ -931,18 +979,35 @@ out:
     return n;
 }
 
+/* A retention statement's count: deleted rows, -1 when another host holds
+ * the 'retention' row, -2 on error. */
+static int retain_count(PGconn *conn, enum sq_stmt stmt, int n, const char *const *params, char *err,
+                        size_t errlen)
+{
+    PGresult *res = sq_db_check(conn, run_stmt(conn, stmt, n, params), err, errlen);
+    if (!res)
+        return -2;
+    int count = atoi(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return count;
+}
+
 int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit, char *err, size_t errlen)
 {
     char a[24], l[16];
     snprintf(a, sizeof a, "%" PRId64, age_ms);
     snprintf(l, sizeof l, "%d", limit);
     const char *params[3] = {status, a, l};
-    PGresult *res = sq_db_check(conn, run_stmt(conn, SQ_STMT_RETAIN, 3, params), err, errlen);
-    if (!res)
-        return -2;
-    int n = atoi(PQgetvalue(res, 0, 0));
-    PQclear(res);
-    return n;
+    return retain_count(conn, SQ_STMT_RETAIN, 3, params, err, errlen);
+}
+
+int sq_queue_retain_left(PGconn *conn, int64_t age_ms, int limit, char *err, size_t errlen)
+{
+    char a[24], l[16];
+    snprintf(a, sizeof a, "%" PRId64, age_ms);
+    snprintf(l, sizeof l, "%d", limit);
+    const char *params[2] = {a, l};
+    return retain_count(conn, SQ_STMT_RETAIN_LEFT, 2, params, err, errlen);
 }
 
 char *sq_text_array(const char *const *v, size_t n)

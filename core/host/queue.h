@@ -150,6 +150,9 @@ int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, siz
  * age_ms ago. Returns the number deleted, -1 if another host holds the
  * retention lock, -2 on error. */
 int sq_queue_retain(PGconn *conn, const char *status, int64_t age_ms, int limit, char *err, size_t errlen);
+/* The same for done jobs that left skipq.jobs as they finished (sql/058):
+ * the executions of up to limit that finished more than age_ms ago. */
+int sq_queue_retain_left(PGconn *conn, int64_t age_ms, int limit, char *err, size_t errlen);
 
 /* Format a text array as a PostgreSQL array literal (sq_int8_array: util.h). */
 char *sq_text_array(const char *const *v, size_t n);

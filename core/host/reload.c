@@ -158,6 +158,17 @@ static int64_t max_attempts_cell(struct sq_host *h, struct sq_kind *k, const int
     return store ? atomic_exchange(&k->max_attempts, (int)*store) : atomic_load(&k->max_attempts);
 }
 
+static int64_t keep_done_cell(struct sq_host *h, struct sq_kind *k, const int64_t *store)
+{
+    (void)h;
+    return store ? atomic_exchange(&k->keep_done, (int)*store) : atomic_load(&k->keep_done);
+}
+
+static const char *show_keep_done(int64_t v)
+{
+    return v < 0 ? "not set" : v ? "on" : "off";
+}
+
 static int64_t backoff_base_cell(struct sq_host *h, struct sq_kind *k, const int64_t *store)
 {
     (void)h;
@@ -194,6 +205,7 @@ static const struct live {
     {SQ_SECT_HOST, "claim_bytes", claim_bytes_cell, NULL, NULL},
     {SQ_SECT_KIND, "max_attempts", max_attempts_cell, NULL,
      "(registered in skipq.kind_defaults for jobs enqueued without their own)"},
+    {SQ_SECT_KIND, "keep_done", keep_done_cell, show_keep_done, "(registered in skipq.kind_options)"},
     {SQ_SECT_KIND, "backoff_base", backoff_base_cell, NULL, NULL},
     {SQ_SECT_KIND, "backoff_cap", backoff_cap_cell, NULL, NULL},
     {SQ_SECT_KIND, "timeout", timeout_cell, NULL, NULL},
@@ -262,14 +274,14 @@ const char *sq_reload_check(void)
     return NULL;
 }
 
-/* The kinds' max_attempts again, changed or not (another host may have
+/* The kinds' max_attempts and keep_done again, changed or not (another host may have
  * replaced them since): on a connection of its own, as at start. */
 static void register_defaults(struct sq_host *h)
 {
     char err[512];
     PGconn *conn = sq_db_connect(sq_host_dbparams(h), err, sizeof err);
     if (!conn || !sq_sched_register_defaults(h, conn, err, sizeof err))
-        log_warn("SIGHUP: %s; jobs enqueued without max_attempts keep the defaults they had", err);
+        log_warn("SIGHUP: %s; the kinds keep the defaults and keep_done they had", err);
     PQfinish(conn);
 }
 

@@ -122,6 +122,18 @@ static const char DEFAULTS_REGISTER_SQL[] =
     "        RETURNING 1)"
     " SELECT (SELECT pg_catalog.count(*) FROM up), (SELECT max_attempts FROM old), (SELECT set_by FROM old)";
 
+/* A kind's keep_done (058): written when it differs, with the row it
+ * replaced, as for the defaults above. */
+static const char KEEP_DONE_REGISTER_SQL[] =
+    "WITH old AS (SELECT o.keep_done, o.set_by FROM skipq.kind_options o"
+    "              WHERE o.kind OPERATOR(pg_catalog.=) $1),"
+    " up AS (INSERT INTO skipq.kind_options (kind, keep_done, set_by) VALUES ($1, $2::pg_catalog.bool, $3)"
+    "        ON CONFLICT (kind) DO UPDATE SET keep_done = EXCLUDED.keep_done, set_by = EXCLUDED.set_by,"
+    "           updated_at = pg_catalog.now()"
+    "         WHERE kind_options.keep_done OPERATOR(pg_catalog.<>) EXCLUDED.keep_done"
+    "        RETURNING 1)"
+    " SELECT (SELECT pg_catalog.count(*) FROM up), (SELECT keep_done FROM old), (SELECT set_by FROM old)";
+
 /*
  * Aging: priority = least(cap $3, base + floor(waited / step $2)), where
  * waited = now() - run_at and base the priority the job was enqueued with.
@@ -224,11 +236,38 @@ static bool register_limits(PGconn *conn, const struct sq_config *cfg, char *err
     return true;
 }
 
+/* A kind's [kind] keep_done, when this host's file sets it. */
+static bool register_keep_done(struct sq_host *h, PGconn *conn, const struct sq_kind *k, char *err, size_t errlen)
+{
+    int keep = atomic_load(&k->keep_done);
+    if (keep < 0)
+        return true; /* not set here: the row, if any, is another host's */
+    char why[512];
+    const char *params[3] = {k->name, keep ? "true" : "false", sq_host_name(h)};
+    PGresult *res = sq_db_query(conn, KEEP_DONE_REGISTER_SQL, 3, params, why, sizeof why);
+    if (!res) {
+        snprintf(err, errlen, "cannot register keep_done of kind \"%s\": %s", k->name, why);
+        return false;
+    }
+    const char *what = keep ? "done jobs stay in skipq.jobs" : "done jobs leave skipq.jobs as they finish";
+    if (atoi(PQgetvalue(res, 0, 0)) == 1 && !PQgetisnull(res, 0, 1))
+        log_warn("kind \"%s\": keep_done %s replaces %s, set by host \"%s\" (the last host to start or reload "
+                 "with a different [kind] keep_done sets it for every host): %s",
+                 k->name, keep ? "on" : "off", PQgetvalue(res, 0, 1)[0] == 't' ? "on" : "off", PQgetvalue(res, 0, 2),
+                 what);
+    else if (atoi(PQgetvalue(res, 0, 0)) == 1)
+        log_info("kind \"%s\": %s", k->name, what);
+    PQclear(res);
+    return true;
+}
+
 bool sq_sched_register_defaults(struct sq_host *h, PGconn *conn, char *err, size_t errlen)
 {
     struct sq_kinds *ks = sq_host_kinds(h);
     for (size_t i = 0; i < sq_kinds_count(ks); i++) {
         const struct sq_kind *k = sq_kinds_at(ks, i);
+        if (!register_keep_done(h, conn, k, err, errlen))
+            return false;
         int ma = atomic_load(&k->max_attempts);
         if (!ma)
             continue; /* no [kind] max_attempts here: the row, if any, is another host's */

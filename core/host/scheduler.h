@@ -18,9 +18,9 @@ struct sq_host;
  */
 bool sq_sched_start(struct sq_host *h, char *err, size_t errlen, bool *bad_config);
 
-/* Write the [kind] max_attempts of the kinds this host runs into
- * skipq.kind_defaults (at start, and again after SIGHUP), logging a value
- * it replaced. */
+/* Write the [kind] max_attempts and keep_done of the kinds this host runs
+ * into skipq.kind_defaults and skipq.kind_options (at start, and again
+ * after SIGHUP), logging a value it replaced. */
 bool sq_sched_register_defaults(struct sq_host *h, PGconn *conn, char *err, size_t errlen);
 
 /* One round on the heartbeat thread: refresh the limited kinds, enqueue
