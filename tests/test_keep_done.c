@@ -272,3 +272,23 @@ Test(keep_done, the_worker_role_can_drop_only_a_running_job_it_names_by_its_exec
     cr_expect_eq(th_scalarf(db.conn, "SELECT count(*) FROM skipq.jobs WHERE id = %lld", pending), 0);
     PQfinish(w);
 }
+
+/* A host running as skipq_worker (sql/roles.sql) registers keep_done and
+ * finishes its kind's done jobs this way: the grants cover the whole path. */
+Test(keep_done, a_host_running_as_the_worker_role_lets_done_jobs_leave, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    th_apply_roles(&db);
+    struct th_db as_w = th_db_as_role(&db, "w");
+    char *ini = host_ini(&as_w, "worker-role", "keep_done = off", NULL);
+    struct host h = {.name = "worker-role", .ini = ini};
+    host_start(&h);
+    th_execf(db.conn, "SELECT skipq.enqueue('test', '{}') FROM generate_series(1, 20)");
+    cr_expect_eq(th_wait_scalar(db.conn, 20, 30000, LEFT_SQL), 20, "the worker role's host did not let them leave;"
+                                                                   " see %s.log", ini);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs"), 0);
+    cr_expect_eq(host_stop(&h, 15000), 0);
+    th_check_invariants(db.conn);
+    th_assert_clean_log(ini);
+}

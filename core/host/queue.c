@@ -228,7 +228,7 @@ static const char RELEASE_SQL[] =
  * A done job of a kind that does not keep done jobs (skipq.kind_options,
  * [kind] keep_done = off) leaves skipq.jobs instead of being updated: a
  * delete writes no new row version, no index entry and no lock record for
- * a new page (sql/058 says why that is a quarter of the job's cost). `fin`
+ * a new page (sql/058: about 15 % of the server's work per job). `fin`
  * decides which on the rows it locked (`drops`: done, of such a kind, and
  * nothing that needs the row: an ordering key or dependents, whose release
  * runs from the update, or a uniqueness window), and skipq.finish_dropping()
