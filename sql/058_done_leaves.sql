@@ -1,5 +1,5 @@
 -- 058: done jobs may leave skipq.jobs as they finish ([kind NAME] keep_done
--- = no), their audit rows kept.
+-- = off), their audit rows kept.
 --
 -- Why: a job that ends done is updated once more, and in PostgreSQL an
 -- update writes a whole new row version: a new tuple (status is in the
@@ -18,8 +18,9 @@
 --   skipq.finish_dropping(), which deletes each job row and closes its
 --   execution in one statement. Jobs the row still matters for keep the
 --   update: an ordering key (its release runs from the update, trigger
---   jobs_ended), dependents (the same), a uniqueness window (unique_until:
---   the row is the window), and retried or dead jobs.
+--   jobs_ended), dependents (the same) and a uniqueness window
+--   (unique_until: the row is the window); dead and cancelled jobs are
+--   never dropped.
 -- - The execution keeps what the job row said: queue and kind are written
 --   on it (NULL on executions whose job row stays), so statistics, `skipq
 --   jobs show` and retention still know whose it was.
@@ -29,8 +30,9 @@
 --   workers never wait for each other on it.
 -- - The jobs_deleted cascade (040) skips the delete that finish_dropping
 --   makes: the point is to keep those executions.
--- - A job named in depends_on that has left the table counts as done
---   when its latest execution is done (enqueue_ex, enqueue_many).
+-- - A job named in depends_on that has left the table counts as done: its
+--   done execution says it left (enqueue_ex, enqueue_many; the hosts'
+--   settlement already counts a parent that is gone as no obstacle).
 
 CREATE TABLE skipq.kind_options (
     kind       text        PRIMARY KEY CHECK (kind ~ '^[A-Za-z0-9_.:-]{1,128}$'),
