@@ -182,14 +182,23 @@ static const char RELEASE_SQL[] =
  * here stays cheap whatever the true count:
  * - a list of ids is read with "id = ANY(array)" on the primary key (a
  *   hash join against a CTE once scanned the whole table instead);
- * - or one set of rows (a CTE, or the arrays unnested) is joined to the
- *   table by primary key, one probe per row. (A pooled session plans with
- *   the true counts, and may hash a small table whole instead: the planner
- *   turns to probes as the table grows, at about 200,000 jobs for a batch
- *   of 1,000.) Never two such sets and the table in one join: a nested
- *   loop then reads one set again for every row of the other (batch x
- *   batch). Nor "id = ANY(array)" beside a join on id: each probe then
- *   sorts the whole array again;
+ * - or one set of rows (the arrays unnested) is joined to the table by
+ *   primary key, one probe per row. (A pooled session plans with the true
+ *   counts, and may hash a small table whole instead: the planner turns to
+ *   probes as the table grows, at about 200,000 jobs for a batch of
+ *   1,000.) Unnested arrays, not a CTE read directly, when the CTE's rows
+ *   come from skipq.jobs: the planner sizes such a CTE from the table's
+ *   statistics (the claim's `ins`, from its pick: a tenth of the pending
+ *   jobs), so it may merge the CTE with the whole table instead, while a
+ *   function scan is a handful of rows whatever the statistics say. Never
+ *   two such sets and the table in one join: a nested loop then reads one
+ *   set again for every row of the other (batch x batch). Nor "id =
+ *   ANY(array)" beside a join on id: each probe then sorts the whole array
+ *   again, or, when the planner believes the set holds one row, reads every
+ *   id of the array for each one (the claim did that while the statistics
+ *   said almost every job was done: a batch of 1,000 read 1,000 index
+ *   entries per job, and a burst drained at 3,089 jobs/s instead of about
+ *   30,000; bench/README.md);
  * - and, next to those, no test of status that a partial index's
  *   predicate implies (jobs_lease: status = 'running'): the plan may then
  *   read every running job to find the batch's. The outcomes and the
@@ -352,7 +361,21 @@ static const char RELEASE_SQL[] =
 /* A claim of one job always fits: its `fit` is the pick itself. */
 #define CYCLE_FIT_ONE "), fit AS (SELECT id, attempts, ordering_key FROM pick"
 #define CLAIM_STARTED "(SELECT pg_catalog.clock_timestamp())" /* once per statement */
-#define CYCLE_CLAIM(started) \
+/* How `claimed` reaches the jobs `ins` started (see "How these statements
+ * reach rows of skipq.jobs by id" above). A batch: `ins` unnested as arrays
+ * sorted alike, one probe per job, by execution id: `ins` numbered them in
+ * the pick's order, best first, and the host runs a claim's jobs in the
+ * order its rows arrive. One job: the array of one id is the probe itself,
+ * and the idle claim keeps its smallest plan. */
+#define CLAIM_REACH_ONE \
+    "    FROM ins WHERE j.id OPERATOR(pg_catalog.=) ins.job_id" \
+    "     AND j.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM fit))"
+#define CLAIM_INS_ARRAY(col) "pg_catalog.unnest(ARRAY(SELECT " col " FROM ins ORDER BY id))"
+#define CLAIM_REACH_PROBES \
+    "    FROM ROWS FROM (" CLAIM_INS_ARRAY("job_id") ", " CLAIM_INS_ARRAY("id") ", " CLAIM_INS_ARRAY("attempt") ", " \
+    CLAIM_INS_ARRAY("started_at") ") AS ins(job_id, id, attempt, started_at)" \
+    "   WHERE j.id OPERATOR(pg_catalog.=) ins.job_id"
+#define CYCLE_CLAIM(started, reach) \
     "), turn AS (" \
     "  INSERT INTO skipq.ordering_keys AS k (queue, ordering_key, job_id)" \
     "  SELECT DISTINCT ON (ordering_key) $1::pg_catalog.text, ordering_key, id FROM fit" \
@@ -372,8 +395,7 @@ static const char RELEASE_SQL[] =
     "           OPERATOR(pg_catalog.*) (SELECT l.ms FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[])," \
     "                                                               pg_catalog.unnest($3::pg_catalog.int8[]))" \
     "                                    AS l(kind, ms) WHERE l.kind OPERATOR(pg_catalog.=) j.kind LIMIT 1))" \
-    "    FROM ins WHERE j.id OPERATOR(pg_catalog.=) ins.job_id" \
-    "     AND j.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM fit))" \
+    reach \
     "  RETURNING j.id, ins.id AS eid, j.kind, j.payload::pg_catalog.text AS payload, ins.attempt, j.max_attempts" \
     ")"
 
@@ -398,7 +420,7 @@ static const char OUTCOMES_SQL[] =
     "   LIMIT $5" \
     "   FOR NO KEY UPDATE SKIP LOCKED" \
     CYCLE_FIT("$6") \
-    CYCLE_CLAIM(CLAIM_STARTED) \
+    CYCLE_CLAIM(CLAIM_STARTED, CLAIM_REACH_PROBES) \
     CLAIMED_ROWS
 static const char CLAIM_SQL[] = CLAIM_BATCH_SQL(CYCLE_COMMIT_MODE("'off'"));
 
@@ -425,7 +447,7 @@ static const char CLAIM_ONE_SQL[] =
     "   LIMIT 1"
     "   FOR NO KEY UPDATE SKIP LOCKED"
     CYCLE_FIT_ONE
-    CYCLE_CLAIM(CLAIM_STARTED)
+    CYCLE_CLAIM(CLAIM_STARTED, CLAIM_REACH_ONE)
     CLAIMED_ROWS;
 
 /*
@@ -473,7 +495,7 @@ static const char CLAIM_ONE_SQL[] =
     CYCLE_ORDER \
     "  LIMIT $5" \
     CYCLE_FIT("$6") \
-    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), " CLAIM_STARTED ")") \
+    CYCLE_CLAIM("coalesce((SELECT at FROM lim LIMIT 1), " CLAIM_STARTED ")", CLAIM_REACH_PROBES) \
     ", rt AS (" \
     "  UPDATE skipq.kind_limits l" \
     "     SET window_count = CASE WHEN l.window_start OPERATOR(pg_catalog.=) pg_catalog.date_trunc(l.rate_unit, a.at)" \
