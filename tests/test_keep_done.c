@@ -137,6 +137,41 @@ Test(keep_done, jobs_the_row_still_matters_for_keep_it, .timeout = 120)
     th_assert_clean_log(ini);
 }
 
+/* One claim of done jobs, all of a kind this host drops: those that may
+ * leave do, in the statement that records them; in the same batch a job
+ * with an ordering key, and every job once skipq.kind_options says the kind
+ * keeps its done jobs (another host set it), are updated to done instead. */
+Test(keep_done, a_batch_of_done_jobs_lets_go_only_those_that_may_leave, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn;
+    char *ini = th_host_ini(&db, "batch", NULL, NULL, "[queue default]\nthreads = 1\nbatch = 50\n[kind test]\nkeep_done = off\n");
+    struct host h = {.name = "batch", .ini = ini};
+    /* Enqueued before the host runs: one claim takes them all. */
+    th_execf(c, "SELECT skipq.enqueue('test', '{}') FROM generate_series(1, 20)");
+    long long keyed = th_scalar(c, "SELECT skipq.enqueue('test', '{}', ordering_key => 'k')");
+    th_execf(c, "SELECT skipq.enqueue('test', '{}') FROM generate_series(1, 20)");
+    host_start(&h);
+    cr_assert_eq(th_wait_scalar(c, 40, 30000, LEFT_SQL), 40, "the plain jobs did not leave; see %s.log", ini);
+    cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions WHERE status = 'done'"), 41);
+    th_expect_text(c, "done", "SELECT status FROM skipq.jobs WHERE id = %lld", keyed);
+    cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.jobs"), 1, "a job that may leave stayed");
+    cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.ordering_keys"), 0, "the key was not released");
+    cr_expect_eq(th_scalar(c, "SELECT coalesce(sum(n), 0) FROM skipq.done_counts"), 40);
+
+    /* Another host has set the kind to keep its done jobs since: this host
+     * still runs it with keep_done = off, and the row decides. */
+    th_execf(c, "UPDATE skipq.kind_options SET keep_done = true, set_by = 'elsewhere' WHERE kind = 'test'");
+    th_execf(c, "SELECT skipq.enqueue('test', '{}') FROM generate_series(1, 10)");
+    cr_assert_eq(th_wait_scalar(c, 11, 30000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 11,
+                 "the jobs of a kind that keeps its done jobs did not end done in skipq.jobs; see %s.log", ini);
+    cr_expect_eq(th_scalar(c, LEFT_SQL), 40, "a job of a kind that keeps its done jobs left");
+    cr_expect_eq(host_stop(&h, 15000), 0);
+    th_check_invariants(c);
+    th_assert_clean_log(ini);
+}
+
 Test(keep_done, a_parent_that_left_done_counts_as_done_for_depends_on, .timeout = 120)
 {
     struct th_db db;
@@ -236,8 +271,8 @@ Test(keep_done, retention_deletes_what_is_left_of_a_job_at_the_done_age, .timeou
 }
 
 /* The worker role finishes jobs this way only: skipq.finish_dropping()
- * deletes a job that is running the execution named, and nothing else;
- * DELETE itself stays refused. */
+ * deletes a job that is running the execution named, of a kind that drops
+ * its done jobs, and nothing else; DELETE itself stays refused. */
 Test(keep_done, the_worker_role_can_drop_only_a_running_job_it_names_by_its_execution, .timeout = 60)
 {
     struct th_db db;
@@ -264,6 +299,11 @@ Test(keep_done, the_worker_role_can_drop_only_a_running_job_it_names_by_its_exec
     cr_expect_eq(th_scalarf(w, "SELECT count(*) FROM skipq.finish_dropping(ARRAY[%lld], ARRAY[%lld])", pending,
                             eid + 1),
                  0, "finish_dropping took a job running another execution");
+    /* Named right, but of a kind that keeps its done jobs: skipq.kind_options decides, not the caller. */
+    cr_expect_eq(th_scalarf(w, "SELECT count(*) FROM skipq.finish_dropping(ARRAY[%lld], ARRAY[%lld])", pending,
+                            eid),
+                 0, "finish_dropping took a job of a kind that keeps its done jobs");
+    th_execf(db.conn, "INSERT INTO skipq.kind_options (kind, keep_done, set_by) VALUES ('test', false, 'a test')");
     cr_expect_eq(th_scalarf(w, "SELECT count(*) FROM skipq.finish_dropping(ARRAY[%lld], ARRAY[%lld])", pending,
                             eid),
                  1, "finish_dropping did not finish the running job it was named with its execution");

@@ -179,6 +179,7 @@ void sq_pending_clear(struct sq_pending *p)
         sq_claimed_clear(&p->jobs[i]);
     }
     p->o.n = 0;
+    p->o.dropping = 0;
     p->retried = false;
 }
 
@@ -203,6 +204,8 @@ size_t sq_pending_add(struct sq_pending *p, struct sq_claimed *c, struct sq_kind
     p->o.ids[i] = c->id;
     p->o.execs[i] = c->execution_id;
     p->o.outcomes[i] = (short)out;
+    if (out == SKIPQ_DONE && k && atomic_load(&k->keep_done) == 0)
+        p->o.dropping++;
     /* At most ten years: larger delays overflow an interval. */
     p->o.delays[i] = delay_ms < 0 ? 0 : delay_ms > 315360000000LL ? 315360000000LL : delay_ms;
     p->o.errors[i] = strdup(out == SKIPQ_DONE || !error ? "" : error);

@@ -61,6 +61,8 @@ struct sq_outcomes {
     int64_t *delays;  /* retry delay, ms */
     char **errors;    /* "" for none */
     size_t n;
+    size_t dropping;  /* of the n, done jobs of kinds this host runs with keep_done = off:
+                       * when all are, the outcomes delete before they lock */
 };
 
 /*
