@@ -542,10 +542,10 @@ static const char ENQUEUE_SQL[] =
  * within the last second. */
 static const char BUSY_SQL[] =
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'skipq'"
-    " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%') AND (state <> 'idle' OR state_change > now() - interval '1 second')";
+    " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%' OR query LIKE 'WITH gone AS%') AND (state <> 'idle' OR state_change > now() - interval '1 second')";
 static const char WORKERS_SQL[] =
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'skipq'"
-    " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%')";
+    " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%' OR query LIKE 'WITH gone AS%')";
 
 /* skipq's sessions on the test database, for failure messages. */
 static char *sessions(PGconn *conn)

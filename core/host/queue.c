@@ -247,24 +247,28 @@ static const char RELEASE_SQL[] =
  * matter. (A batch whose jobs are all done, of kinds this host drops, goes
  * to OUTCOMES_DROPPING_SQL instead, which deletes before it locks.)
  */
-#define OUTCOMES_OF(ids, eids, outcomes, delays, errors) \
-    /* Row locks in id order: every multi-row writer of running jobs takes \
-     * them this way (or skips locked rows), so they cannot deadlock. The \
-     * fence reads the version locked here, the newest, which no one else \
-     * can change before this transaction ends. (The statement begins \
-     * "WITH fin" whatever it holds: the tests and operators who look for \
-     * a worker's cycle in pg_stat_activity know it by that.) */ \
-    "WITH fin AS MATERIALIZED (" \
-    "  SELECT f.id, f.eid, f.outcome, f.delay_ms, f.err, j.status, j.current_execution_id AS holder," \
-    "         (f.outcome OPERATOR(pg_catalog.=) 0 AND j.ordering_key IS NULL AND NOT j.has_dependents" \
-    "          AND j.unique_until IS NULL AND j.kind OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-    "            SELECT o.kind FROM skipq.kind_options o WHERE NOT o.keep_done))) AS drops" \
+/* The outcome arrays as rows f, one per job. */
+#define OUTCOMES_INPUT(ids, eids, outcomes, delays, errors) \
     "    FROM ROWS FROM (pg_catalog.unnest(" ids "::pg_catalog.int8[])," \
     " pg_catalog.unnest(" eids "::pg_catalog.int8[])," \
     "                    pg_catalog.unnest(" outcomes "::pg_catalog.int2[])," \
     " pg_catalog.unnest(" delays "::pg_catalog.int8[])," \
     "                    pg_catalog.unnest(" errors "::pg_catalog.text[]))" \
-    "         AS f(id, eid, outcome, delay_ms, err)" \
+    "         AS f(id, eid, outcome, delay_ms, err)"
+#define OUTCOMES_OF(ids, eids, outcomes, delays, errors) \
+    /* Row locks in id order: every multi-row writer of running jobs takes \
+     * them this way (or skips locked rows), so they cannot deadlock. The \
+     * fence reads the version locked here, the newest, which no one else \
+     * can change before this transaction ends. (The statement begins \
+     * "WITH fin" whatever it holds, or "WITH gone" in the form for a \
+     * batch that drops: the tests and operators who look for a worker's \
+     * cycle in pg_stat_activity know it by that.) */ \
+    "WITH fin AS MATERIALIZED (" \
+    "  SELECT f.id, f.eid, f.outcome, f.delay_ms, f.err, j.status, j.current_execution_id AS holder," \
+    "         (f.outcome OPERATOR(pg_catalog.=) 0 AND j.ordering_key IS NULL AND NOT j.has_dependents" \
+    "          AND j.unique_until IS NULL AND j.kind OPERATOR(pg_catalog.=) ANY (ARRAY(" \
+    "            SELECT o.kind FROM skipq.kind_options o WHERE NOT o.keep_done))) AS drops" \
+    OUTCOMES_INPUT(ids, eids, outcomes, delays, errors) \
     "    JOIN skipq.jobs j ON j.id OPERATOR(pg_catalog.=) f.id" \
     "   ORDER BY j.id FOR NO KEY UPDATE OF j" \
     "), gone AS MATERIALIZED (" \
@@ -419,8 +423,8 @@ static const char OUTCOMES_SQL[] = OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")"
  * ([kind] keep_done = off; sq_outcomes.dropping): the usual case of a
  * queue that keeps no done jobs. `fin` would lock each row only for
  * finish_dropping() to delete it in the same statement: one lock record
- * and one more probe of jobs_pkey per job, about 7 % of the WAL and 5 % of
- * the server's CPU in a tuned drain (bench/README.md). So the jobs go to
+ * and one more probe of jobs_pkey per job, about 7 % of the WAL records and
+ * 5-10 % of the server's CPU in a tuned drain (bench/README.md). So the jobs go to
  * finish_dropping() first, which checks on each row all that `fin` would
  * (this execution, still running, nothing that needs the row, and the
  * kind's keep_done in skipq.kind_options) and deletes under the delete's
@@ -429,11 +433,12 @@ static const char OUTCOMES_SQL[] = OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")"
  * keep its done jobs -- goes through `fin`, `upd` and `exe` as in
  * OUTCOMES_SQL; when it leaves nothing, `fin` reads no row at all.
  * Both passes lock in id order. A writer that waits for several running
- * jobs' locks (only `skipq cancel` does) could now meet this statement's
- * second pass holding a row of the first: PostgreSQL would then end one of
- * the two with a deadlock error, and either retries without loss (the
- * worker records the batch one by one). It needs a cancel that names a
- * dropped job and a kept one of the same batch in the same millisecond.
+ * jobs' locks (only a cancel does, from `skipq cancel` or the dashboard)
+ * could meet this statement's second pass holding a row of the first:
+ * PostgreSQL would then end one of the two with a deadlock error, and
+ * neither loses anything (the worker logs it and records the batch one by
+ * one; the operator runs the cancel again). It takes a cancel naming a
+ * dropped job and a kept one of the same batch while it is recorded.
  */
 #define OUTCOMES_DROPPING_ARRAY(col, ids, eids, outcomes) \
     "ARRAY(SELECT f." col " FROM ROWS FROM (pg_catalog.unnest(" ids "::pg_catalog.int8[])," \
@@ -446,12 +451,7 @@ static const char OUTCOMES_SQL[] = OUTCOMES_OF("$1", "$2", "$3", "$4", "$5") ")"
     OUTCOMES_DROPPING_ARRAY("eid", ids, eids, outcomes) ") g" \
     "), fin AS MATERIALIZED (" \
     "  SELECT f.id, f.eid, f.outcome, f.delay_ms, f.err, j.status, j.current_execution_id AS holder, false AS drops" \
-    "    FROM ROWS FROM (pg_catalog.unnest(" ids "::pg_catalog.int8[])," \
-    " pg_catalog.unnest(" eids "::pg_catalog.int8[])," \
-    "                    pg_catalog.unnest(" outcomes "::pg_catalog.int2[])," \
-    " pg_catalog.unnest(" delays "::pg_catalog.int8[])," \
-    "                    pg_catalog.unnest(" errors "::pg_catalog.text[]))" \
-    "         AS f(id, eid, outcome, delay_ms, err)" \
+    OUTCOMES_INPUT(ids, eids, outcomes, delays, errors) \
     "    JOIN skipq.jobs j ON j.id OPERATOR(pg_catalog.=) f.id" \
     /* A one-time filter: no scan at all when every job was dropped. */ \
     "   WHERE (SELECT pg_catalog.count(*) FROM gone) OPERATOR(pg_catalog.<)" \
