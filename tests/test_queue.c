@@ -952,6 +952,48 @@ Test(cycle, failed_statement_records_and_claims_nothing, .timeout = 120)
     PQfinish(c);
 }
 
+/* The rows of both statements come back before the commit: a cycle whose
+ * commit fails (here a deferred check; in production, a session ended
+ * while its commit waited for a standby) must report nothing recorded and
+ * nothing claimed, or the host would count done jobs that are not. */
+Test(cycle, a_cycle_whose_commit_fails_records_and_claims_nothing, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = qconn(&db);
+    char err[512] = "";
+    th_execf(db.conn, "CREATE FUNCTION public.refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS"
+                      " $$BEGIN RAISE EXCEPTION 'refused at commit'; END$$");
+    th_execf(db.conn, "CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER UPDATE ON skipq.job_executions"
+                      " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.status = 'done')"
+                      " EXECUTE FUNCTION public.refuse_at_commit()");
+    int64_t done = enq(c, "'k'");
+    struct sq_claimed d = must_claim(c, "k", 30000, "W");
+    int64_t waiting = enq(c, "'k'");
+    char *errors[1] = {""};
+    int64_t ids[1] = {d.id}, execs[1] = {d.execution_id}, delays[1] = {0};
+    short outcomes[1] = {0};
+    char applied[1] = {9};
+    struct sq_claimed out[1] = {{0}};
+    int n = cycle(c, "W", 1, 1, ids, execs, outcomes, delays, errors, out, applied, err, sizeof err);
+    cr_expect_eq(n, -1, "a cycle whose commit failed reported success (%d; applied %d)", n, applied[0]);
+    cr_expect(strstr(err, "refused at commit") != NULL, "the error does not say why the commit failed: %s", err);
+    cr_expect_eq(PQstatus(c), CONNECTION_OK, "a failed commit must not cost the connection");
+    EXPECT_STATUS(c, done, "running");
+    EXPECT_STATUS(c, waiting, "pending");
+    cr_expect_eq(th_scalar(c, "SELECT count(*) FROM skipq.job_executions"), 1);
+    /* The session is usable: without the check the same cycle records and claims. */
+    th_execf(db.conn, "DROP TRIGGER refuse_at_commit ON skipq.job_executions");
+    n = cycle(c, "W", 1, 1, ids, execs, outcomes, delays, errors, out, applied, err, sizeof err);
+    cr_expect_eq(n, 1, "the cycle after the failed commit failed: %s", err);
+    cr_expect_eq(applied[0], SQ_COMPLETE_DONE);
+    EXPECT_STATUS(c, done, "done");
+    EXPECT_STATUS(c, waiting, "running");
+    sq_claimed_clear(&out[0]);
+    sq_claimed_clear(&d);
+    PQfinish(c);
+}
+
 /* ---- skipq.enqueue() ----------------------------------------------------------------------- */
 
 static void expect_enqueue_refused(PGconn *c, const char *args, const char *want_state, const char *names)

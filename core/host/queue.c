@@ -770,7 +770,8 @@ static void leave_pipeline(PGconn *conn)
  * and one transaction (the extended protocol commits at the Sync), so b
  * sees a's writes and both commit or neither does. Each statement takes
  * its own snapshot. If a fails, b is not run: *rb is then NULL, and err
- * says what a met. Results are the caller's to clear.
+ * says what a met. If the commit fails, both are NULL. Results are the
+ * caller's to clear.
  */
 static bool run_pair(PGconn *conn, enum sq_stmt a, int na, const char *const *pa, enum sq_stmt b, int nb,
                      const char *const *pb, PGresult **ra, PGresult **rb, char *err, size_t errlen)
@@ -786,9 +787,18 @@ static bool run_pair(PGconn *conn, enum sq_stmt a, int na, const char *const *pa
     if (ok) {
         *ra = sq_db_check(conn, pipeline_result(conn), err, errlen);
         *rb = sq_db_check(conn, pipeline_result(conn), *ra ? err : NULL, errlen);
-        PGresult *sync = PQgetResult(conn); /* PGRES_PIPELINE_SYNC, or NULL once the connection failed */
+        /* The Sync is the commit, and both statements' rows come back
+         * before it: the pair succeeded only if the Sync did. A commit can
+         * fail after them -- a deferred check, or the session ended while
+         * the commit waited for a standby (a switchover's shutdown): then
+         * the outcomes are not recorded, whatever the rows said, and the
+         * caller treats the cycle as failed (or its reply as lost). */
+        PGresult *sync = PQgetResult(conn); /* PGRES_PIPELINE_SYNC; an error, or NULL once the connection failed */
+        bool committed = sync && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+        if (*ra && *rb && !committed)
+            sq_db_error(conn, sync, err, errlen);
         PQclear(sync);
-        ok = *ra && *rb;
+        ok = *ra && *rb && committed;
     }
     leave_pipeline(conn);
     if (!ok) {
