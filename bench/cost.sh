@@ -24,7 +24,10 @@
 # Systems: skipq tuned (1 host x 3 threads, batch 1000, as side-by-side.sh),
 # skipq at its shipped defaults, Graphile Worker "fast" (local queue and
 # batched completion, concurrency 4) in 1 and 2 processes, and skipq tuned
-# with [kind noop] keep_done = off. Graphile Worker deletes a job when it
+# for a queue that keeps no done jobs: 2 threads (on two cores the faster
+# count, bench/README.md), batch 1000 and [kind noop] keep_done = off, as
+# side-by-side.sh runs it with SKIPQ_ARGS="--threads 2 --batch 1000
+# --keep-done off". Graphile Worker deletes a job when it
 # completes and keeps no per-attempt row; skipq keeps the job (or, with
 # keep_done = off, deletes it as it finishes) and writes its audit row.
 # Output: one line per run and a table of medians (stdout); raw rows in
@@ -141,7 +144,7 @@ for r in $(seq 1 "$reps"); do
     run_graphile graphile-fast-1p 1
     run_skipq skipq-defaults ''
     run_graphile graphile-fast-2p 2
-    run_skipq skipq-tuned-leave 'threads = 3\nbatch = 1000\n[kind noop]\nkeep_done = off\n'
+    run_skipq skipq-tuned-leave 'threads = 2\nbatch = 1000\n[kind noop]\nkeep_done = off\n'
 done
 
 python3 - "$out/cost.tsv" "$(getconf CLK_TCK)" <<'PY'
