@@ -537,15 +537,16 @@ static const char ENQUEUE_SQL[] =
     " CASE WHEN i %% 7 = 0 THEN '{\"note\": \"n\"}' WHEN i %% 5 = 0 THEN '{\"txn\": true}' ELSE '{}' END::jsonb))"
     " FROM generate_series(1, %d) i";
 
-/* Worker sessions (their last statement was a claim cycle; the text shown
- * is cut at track_activity_query_size) that are not idle, or were busy
- * within the last second. */
+/* Worker sessions: their last statement was a claim cycle (the text shown
+ * is cut at track_activity_query_size; queue.c starts every cycle
+ * statement one of these ways). */
+#define WORKER_SESSIONS \
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'skipq'" \
+    " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%' OR query LIKE 'WITH gone AS%')"
+/* ...that are not idle, or were busy within the last second. */
 static const char BUSY_SQL[] =
-    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'skipq'"
-    " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%' OR query LIKE 'WITH gone AS%') AND (state <> 'idle' OR state_change > now() - interval '1 second')";
-static const char WORKERS_SQL[] =
-    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'skipq'"
-    " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%' OR query LIKE 'WITH gone AS%')";
+    WORKER_SESSIONS " AND (state <> 'idle' OR state_change > now() - interval '1 second')";
+static const char WORKERS_SQL[] = WORKER_SESSIONS;
 
 /* skipq's sessions on the test database, for failure messages. */
 static char *sessions(PGconn *conn)
