@@ -159,3 +159,11 @@ GRANT SELECT ON skipq.kind_options, skipq.done_counts TO skipq_worker, skipq_rea
 GRANT INSERT (kind, keep_done, set_by), UPDATE (keep_done, set_by, updated_at)
     ON skipq.kind_options TO skipq_worker;
 GRANT EXECUTE ON FUNCTION skipq.finish_dropping(bigint[], bigint[]) TO skipq_worker;
+
+-- Idle threads wait in skipq.waiting for the enqueue to hand them a job
+-- (060). Only through these two functions: with table privileges a worker
+-- role could LOCK the table, which every enqueue reads. Stats read it.
+REVOKE ALL ON skipq.waiting FROM skipq_worker;
+GRANT SELECT ON skipq.waiting TO skipq_worker, skipq_reader;
+GRANT EXECUTE ON FUNCTION skipq.waiter_set(text, text, text[], bigint[], bigint), skipq.waiter_unset(text)
+    TO skipq_worker;

@@ -537,12 +537,14 @@ static const char ENQUEUE_SQL[] =
     " CASE WHEN i %% 7 = 0 THEN '{\"note\": \"n\"}' WHEN i %% 5 = 0 THEN '{\"txn\": true}' ELSE '{}' END::jsonb))"
     " FROM generate_series(1, %d) i";
 
-/* Worker sessions: their last statement was a claim cycle (the text shown
- * is cut at track_activity_query_size; queue.c starts every cycle
- * statement one of these ways). */
+/* Worker sessions: their last statement was a claim cycle, or an idle
+ * thread's registration for hand-overs or its read of one (the text shown
+ * is cut at track_activity_query_size; queue.c starts each of these
+ * statements one of these ways). */
 #define WORKER_SESSIONS \
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'skipq'" \
-    " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%' OR query LIKE 'WITH gone AS%')"
+    " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%' OR query LIKE 'WITH gone AS%'" \
+    "      OR query LIKE 'WITH h AS%' OR query LIKE 'SELECT skipq.waiter_%')"
 /* ...that are not idle, or were busy within the last second. */
 static const char BUSY_SQL[] =
     WORKER_SESSIONS " AND (state <> 'idle' OR state_change > now() - interval '1 second')";
@@ -565,16 +567,25 @@ static char *sessions(PGconn *conn)
 
 /*
  * LISTEN on the new primary, host by host: with the other host stopped
- * (SIGSTOP) and every worker idle for a second, a new job must be done in
- * far less than the 54 s an idle thread sleeps at the least.
+ * (SIGSTOP), its threads' registrations for hand-overs lapsed, and every
+ * worker idle for a second, a new job must be done in far less than the
+ * 54 s an idle thread sleeps at the least (it is handed to one of the
+ * host's threads, which learns of it by LISTEN, or claimed after one).
  */
 static void check_listen(struct th_db *db, struct host *hs, struct run *r)
 {
     for (int i = 0; i < 2; i++) {
         struct host *other = &hs[1 - i];
         cr_assert_eq(kill(other->pid, SIGSTOP), 0);
+        /* ...and the stopped host's idle threads no longer registered for
+         * hand-overs (their rows lapse three heartbeats after its last). */
+        char lapsed[200];
+        snprintf(lapsed, sizeof lapsed,
+                 "SELECT count(*) FROM skipq.waiting WHERE until > clock_timestamp() AND worker LIKE '%s:%%'",
+                 other->name);
         int64_t end = th_now_ms() + 30000;
-        while (db_scalar(db, WORKERS_SQL, 30000) < 2 * THREADS_PER_HOST || db_scalar(db, BUSY_SQL, 30000) > 0) {
+        while (db_scalar(db, WORKERS_SQL, 30000) < 2 * THREADS_PER_HOST || db_scalar(db, BUSY_SQL, 30000) > 0 ||
+               db_scalar(db, lapsed, 30000) > 0) {
             if (th_now_ms() > end) {
                 kill(other->pid, SIGCONT);
                 cr_assert_fail("the workers did not all sit idle on the new primary within 30 s:\n%s",

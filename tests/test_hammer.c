@@ -562,3 +562,105 @@ Test(hammer, load_four_hosts_eight_threads, .timeout = 900)
     for (int i = 0; i < 4; i++)
         th_assert_clean_log(h[i].ini);
 }
+
+/* ---- hand-over at enqueue ------------------------------------------------------------ */
+
+struct trickle {
+    const char *conninfo;
+    int jobs;
+    unsigned seed;
+    int handed; /* jobs found running under a host's thread before their commit (of those looked at) */
+};
+
+/* One application session: single-job enqueues, each in its own
+ * transaction, a little apart, so that threads go idle between them; every
+ * seventh is rolled back first (its hand-over undone) and enqueued again. */
+static void *trickle_main(void *arg)
+{
+    struct trickle *t = arg;
+    PGconn *c = PQconnectdb(t->conninfo);
+    if (PQstatus(c) != CONNECTION_OK)
+        return (void *)"connect";
+    const char *fail = NULL;
+    for (int i = 0; i < t->jobs && !fail; i++) {
+        bool undo = i % 7 == 3;
+        for (int pass = undo ? 0 : 1; pass < 2 && !fail; pass++) {
+            PGresult *r = PQexec(c, "BEGIN");
+            PQclear(r);
+            r = PQexec(c, "SELECT skipq.enqueue('test')");
+            if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+                fail = "enqueue";
+            /* Every other job is handed over before the commit, where the
+             * test can see it (and the rolled-back ones are undone after
+             * it); the rest as the commit does it. */
+            bool look = pass == 0 || i % 2 == 0;
+            if (look) {
+                PGresult *sc = PQexec(c, "SET CONSTRAINTS skipq.handoffs_at_commit IMMEDIATE");
+                if (PQresultStatus(sc) != PGRES_COMMAND_OK)
+                    fail = "set constraints";
+                PQclear(sc);
+            }
+            const char *id[1] = {fail ? "0" : PQgetvalue(r, 0, 0)};
+            PGresult *st = PQexecParams(c, "SELECT status FROM skipq.jobs WHERE id = $1::bigint", 1, NULL, id, NULL,
+                                        NULL, 0);
+            if (!fail && (PQresultStatus(st) != PGRES_TUPLES_OK || PQntuples(st) != 1))
+                fail = "read back";
+            else if (!fail && look && pass == 1 && strcmp(PQgetvalue(st, 0, 0), "running") == 0)
+                t->handed++;
+            PQclear(st);
+            PQclear(r);
+            r = PQexec(c, pass == 0 ? "ROLLBACK" : "COMMIT");
+            if (PQresultStatus(r) != PGRES_COMMAND_OK)
+                fail = "commit";
+            PQclear(r);
+        }
+        usleep((useconds_t)(rand_r(&t->seed) % 1000));
+    }
+    PQfinish(c);
+    return (void *)fail;
+}
+
+Test(hammer, single_enqueues_handed_to_idle_threads_run_exactly_once, .timeout = 600)
+{
+    if (th_process_mode())
+        cr_skip_test("worker processes claim; hand-overs go to threads of the host process");
+    struct th_db db;
+    th_db_new(&db);
+    enum { SESSIONS = 4 };
+    const int per = th_scaled(600, 50);
+    const long long n = (long long)per * SESSIONS;
+    char ledger[600];
+    snprintf(ledger, sizeof ledger, "%s/trickle.ledger", th_tmpdir());
+    struct host h = {.name = "trickle"};
+    h.ini = th_host_ini(&db, h.name, NULL, ledger, "[queue default]\nthreads = 6\n");
+    struct host *hs[] = {&h};
+    host_start(&h);
+    cr_assert_eq(th_wait_at_least(db.conn, 6, 60000, 20, hs, 1,
+                                  "SELECT count(*) FROM skipq.waiting WHERE until > clock_timestamp()"),
+                 6, "the idle threads did not register as waiting");
+
+    int64_t t0 = th_now_ms();
+    pthread_t tid[SESSIONS];
+    struct trickle t[SESSIONS];
+    for (int i = 0; i < SESSIONS; i++) {
+        t[i] = (struct trickle){.conninfo = db.conninfo, .jobs = per, .seed = 7919u * (unsigned)(i + 1)};
+        cr_assert_eq(pthread_create(&tid[i], NULL, trickle_main, &t[i]), 0);
+    }
+    int handed = 0;
+    for (int i = 0; i < SESSIONS; i++) {
+        void *fail;
+        pthread_join(tid[i], &fail);
+        cr_assert_null(fail, "session %d: %s failed", i, (const char *)fail);
+        handed += t[i].handed;
+    }
+    long long done = th_wait_at_least(db.conn, n, 300000, 50, hs, 1, DONE_SQL);
+    int64_t wall = th_now_ms() - t0;
+    cr_assert_eq(done, n, "only %lld of %lld jobs done after 300 s", done, n);
+    cr_assert_eq(host_stop(&h, 20000), 0, "host did not stop cleanly on SIGTERM");
+    fprintf(stderr, "[hammer] hand-over: %d of the %lld jobs looked at before their commit were handed over\n", handed,
+            n / 2);
+    cr_assert_gt(handed, 0, "no job was handed over: the path under test never ran");
+    check_exactly_once(db.conn, n, ledger);
+    report("4 sessions of single enqueues, 1 host x 6 threads", n, 6, 1, db.conn, wall);
+    th_assert_clean_log(h.ini);
+}

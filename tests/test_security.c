@@ -46,6 +46,9 @@ Test(security, privilege_matrix, .timeout = 120)
         "DROP TABLE skipq.jobs",
         "ALTER TABLE skipq.jobs ADD COLUMN evil int",
         "UPDATE skipq.settings SET value = '999999999'",
+        "SELECT skipq.waiter_set('h:1:w0', 'default', '{test}', '{30000}', 5000)",
+        "SELECT skipq.waiter_unset('h:1:w0')",
+        "SELECT * FROM skipq.waiting",
     };
     for (size_t i = 0; i < sizeof enqueuer_forbidden / sizeof *enqueuer_forbidden; i++)
         cr_expect_str_eq(th_sqlstate(e, enqueuer_forbidden[i]), "42501", "enqueuer must not: %s",

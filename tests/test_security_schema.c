@@ -482,7 +482,7 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
     PGconn *w = connect_as(&db, "w");
     static const char *const tables[] = {"ordering_keys", "kind_limits", "cron_state",   "jobs",
                                          "job_executions", "hosts",     "job_totals",   "settings",
-                                         "dependency_inbox", "job_totals_mark"};
+                                         "dependency_inbox", "job_totals_mark", "waiting", "handoffs"};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
         cr_expect_str_eq(lock_as(w, tables[i], "ACCESS EXCLUSIVE"), "42501", "the worker locked %s exclusively",
                          tables[i]);
@@ -497,7 +497,9 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
         "UPDATE skipq.kind_limits SET window_count = 1, window_start = now() WHERE kind = 'k'",
         "INSERT INTO skipq.cron_state (name, schedule, timezone, last_tick) VALUES ('c', '* * * * *', 'UTC', now())"
         " ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, updated_at = now()",
-        "UPDATE skipq.cron_state SET last_tick = now(), updated_at = now() WHERE name = 'c'"};
+        "UPDATE skipq.cron_state SET last_tick = now(), updated_at = now() WHERE name = 'c'",
+        "SELECT skipq.waiter_set('h:1:w0', 'default', '{test}', '{30000}', 5000)",
+        "SELECT skipq.waiter_unset('h:1:w0')"};
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
         cr_expect_str_eq(th_sqlstate(w, allowed[i]), "", "the worker may not: %s: %s", allowed[i],
                          PQerrorMessage(w));
@@ -505,7 +507,11 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
         "DELETE FROM skipq.ordering_keys",          "DELETE FROM skipq.kind_limits",
         "DELETE FROM skipq.cron_state",             "UPDATE skipq.ordering_keys SET queue = 'x'",
         "UPDATE skipq.cron_state SET name = 'x'",   "DELETE FROM skipq.dependency_inbox",
-        "INSERT INTO skipq.dependency_inbox VALUES (1)"};
+        "INSERT INTO skipq.dependency_inbox VALUES (1)",
+        /* Idle threads register only through waiter_set()/waiter_unset(). */
+        "INSERT INTO skipq.waiting VALUES ('x', 'default', '{test}', '{1}', now())",
+        "DELETE FROM skipq.waiting",                 "UPDATE skipq.waiting SET until = now()",
+        "INSERT INTO skipq.handoffs VALUES (1)",      "DELETE FROM skipq.handoffs"};
     for (size_t i = 0; i < sizeof forbidden / sizeof forbidden[0]; i++)
         cr_expect_str_eq(th_sqlstate(w, forbidden[i]), "42501", "the worker may: %s", forbidden[i]);
     PQfinish(w);

@@ -9,14 +9,17 @@
  * due, and one idle thread wakes then. When an enqueue leaves children for
  * the dependency round (sql/050_scoped_keys.sql), it has the heartbeat
  * thread run that round at once; when a queue or a kind is paused or
- * resumed (sql/054_pause.sql), it has it read skipq.paused at once.
+ * resumed (sql/054_pause.sql), it has it read skipq.paused at once. When
+ * an enqueue hands a job to one of the host's idle threads
+ * (sql/060_handoff.sql), it wakes that thread alone.
  *
  * DESIGN
  * - A notification is a hint. Polling stays the path that guarantees
  *   progress, so a lost notification costs latency, never a job.
  * - Notifications sent while this session is down are simply not delivered,
  *   so after every (re)connect the thread LISTENs (committed before anything
- *   else) and then wakes every group for one claim pass.
+ *   else) and then wakes every group for one claim pass, and has every
+ *   thread look for jobs handed to it meanwhile (handoff.c).
  * - Reconnecting, it waits like a worker (jittered steps up to
  *   SQ_RECONNECT_MAX_MS, woken when another session of the host is made
  *   again; wake.c), and a listener back wakes the reconnecting workers.
@@ -72,15 +75,40 @@ static int64_t due_ms(const char *s)
     return ms <= DUE_MAX_MS ? ms : -1;
 }
 
+/* The id of "!h JOB EXECUTION WORKER" (sql/060_handoff.sql), with *worker
+ * set to WORKER; -1 when the payload is not of that form. */
+static int64_t handed_id(const char *s, const char **worker)
+{
+    char *end;
+    if (strncmp(s, "!h ", 3) != 0 || s[3] < '0' || s[3] > '9')
+        return -1;
+    long long id = strtoll(s + 3, &end, 10);
+    if (*end != ' ' || end[1] < '0' || end[1] > '9')
+        return -1;
+    strtoll(end + 1, &end, 10); /* the execution: the thread reads it with the job */
+    if (*end != ' ' || !end[1] || id <= 0)
+        return -1;
+    *worker = end + 1;
+    return id;
+}
+
 /* "QUEUE": runnable jobs now; "QUEUE +MS": the earliest delayed job of an
  * insert falls due in MS milliseconds (sql/041_notify_delayed.sql);
  * "!deps": an enqueue left children for the dependency round
  * (sql/050_scoped_keys.sql; no queue name starts with '!'); "!paused": a
- * queue or a kind was paused or resumed (sql/054_pause.sql). A payload of
+ * queue or a kind was paused or resumed (sql/054_pause.sql); "!h JOB
+ * EXECUTION WORKER": an enqueue handed a job to an idle thread
+ * (sql/060_handoff.sql), perhaps this host's. A payload of
  * no form this host knows is ignored: notifications are hints, and any
  * role that can connect may send one. */
 static void announce(struct sq_host *h, char *payload)
 {
+    const char *worker;
+    int64_t job = handed_id(payload, &worker);
+    if (job > 0) {
+        sq_host_handed(h, worker, job);
+        return;
+    }
     if (strcmp(payload, "!deps") == 0) {
         sq_host_want_deps(h);
         return;
@@ -150,6 +178,7 @@ void *sq_listener_main(void *arg)
             step = SQ_RECONNECT_MIN_MS;
             last_traffic = sq_now_ms();
             sq_host_wake(h, NULL); /* anything notified while we were away */
+            sq_host_handed_lost(h);
             sq_host_want_paused(h);
         }
         struct pollfd p = {.fd = PQsocket(conn), .events = POLLIN};

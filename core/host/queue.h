@@ -137,6 +137,28 @@ int sq_queue_recover(PGconn *conn, const char *worker, const int64_t *held, size
 int sq_queue_give_back(PGconn *conn, const char *worker, const int64_t *held, size_t n, const char *why, char *err,
                        size_t errlen);
 
+/* Hand-over at enqueue (sql/060_handoff.sql): an idle worker registers
+ * as waiting for jobs of `kinds_array` (with their leases, as for a claim)
+ * in `queue` for valid_ms, and takes its registration back when it claims
+ * work of its own. What became of the registration: */
+enum sq_waiter {
+    SQ_WAITER_ERROR = -1,
+    SQ_WAITER_KEPT,    /* set: it was there and is refreshed */
+    SQ_WAITER_NEW,     /* set: there was none */
+    SQ_WAITER_BUSY,    /* an enqueue holds it right now, handing this worker a job */
+    SQ_WAITER_REMOVED, /* unset: removed */
+    SQ_WAITER_GONE     /* unset: there was none */
+};
+enum sq_waiter sq_queue_waiter_set(PGconn *conn, const char *worker, const char *queue, const char *kinds_array,
+                                   const char *leases_array, int64_t valid_ms, char *err, size_t errlen);
+enum sq_waiter sq_queue_waiter_unset(PGconn *conn, const char *worker, char *err, size_t errlen);
+/* The jobs an enqueue handed to `worker`, read into out[0..cap) as a claim
+ * would: those of ids[0..nids) or, with ids NULL, every one, in both cases
+ * except the nheld jobs in `held`. A job whose lease is more than half gone
+ * gets a whole lease again first (fenced). Returns the count, -1 on error. */
+int sq_queue_handed(PGconn *conn, const char *worker, const int64_t *ids, size_t nids, const int64_t *held,
+                    size_t nheld, struct sq_claimed *out, int cap, char *err, size_t errlen);
+
 /* A dead worker process's session may still be running its last
  * statement on the server (a backend notices its client is gone only when
  * it next reads or writes): end it and wait up to wait_ms for it to be

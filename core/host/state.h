@@ -119,6 +119,10 @@ struct sq_worker_live {
     atomic_bool recycle;        /* process mode: the process exits on purpose (a limit) */
 };
 
+/* Hand-overs a thread keeps the ids of until it reads them; beyond, it
+ * looks for them by its name. */
+#define SQ_HANDED_MAX 16
+
 struct sq_worker {
     struct sq_host *host;
     int index;
@@ -139,6 +143,14 @@ struct sq_worker {
     int sock;
     int64_t cut_at; /* monotonic ms of the last cut (main thread only) */
     int ctl;        /* process mode: write end of its control pipe (ctl.c); -1; host->ctl_lock */
+    /* Jobs an enqueue handed to this thread (sql/060_handoff.sql), as the
+     * listener heard of them: their ids, and `handed_lost` when some may
+     * have gone unheard (the listener was away, or the list was full).
+     * Under host->lock; `handed` says there is something to look at. */
+    atomic_bool handed;
+    bool handed_lost;
+    int nhanded;
+    int64_t handed_ids[SQ_HANDED_MAX];
 };
 
 struct sq_host {

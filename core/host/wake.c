@@ -62,12 +62,14 @@ static int due_pop_locked(struct sq_group *g, int64_t now)
  * sleep on. When several jobs fell due at once, the one thread that took
  * them wakes the rest as a notification would.
  */
-void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen, int64_t ms)
+static void wait_for(struct sq_host *h, struct sq_group *g, const atomic_bool *handed, unsigned long seen_gen,
+                     int64_t ms)
 {
     int64_t deadline = sq_now_ms() + ms;
     pthread_mutex_lock(&h->lock);
     for (;;) {
-        if (atomic_load(&h->stopping) || (g && atomic_load(&g->wake_gen) != seen_gen))
+        if (atomic_load(&h->stopping) || (g && atomic_load(&g->wake_gen) != seen_gen) ||
+            (handed && atomic_load(handed)))
             break;
         int64_t now = sq_now_ms(), until = deadline;
         if (g && g->ndue > 0) {
@@ -87,6 +89,69 @@ void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen,
         pthread_cond_timedwait(g ? &g->wake : &h->wake, &h->lock, &ts);
     }
     pthread_mutex_unlock(&h->lock);
+}
+
+void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen, int64_t ms)
+{
+    wait_for(h, g, NULL, seen_gen, ms);
+}
+
+void sq_worker_wait(struct sq_worker *w, unsigned long seen_gen, int64_t ms)
+{
+    wait_for(w->host, w->group, &w->handed, seen_gen, ms);
+}
+
+/*
+ * Hand-overs (sql/060_handoff.sql) wake the one thread named, not its
+ * group: the others see no wake of their group and sleep on. The thread
+ * reads the jobs itself; the ids only spare it a search by its name.
+ */
+void sq_host_handed(struct sq_host *h, const char *ident, int64_t id)
+{
+    if (!atomic_load(&h->workers_built))
+        return;
+    for (int i = 0; i < h->nworkers; i++) {
+        struct sq_worker *w = &h->workers[i];
+        if (strcmp(w->ident, ident) != 0)
+            continue;
+        pthread_mutex_lock(&h->lock);
+        if (w->nhanded < SQ_HANDED_MAX)
+            w->handed_ids[w->nhanded++] = id;
+        else
+            w->handed_lost = true;
+        atomic_store(&w->handed, true);
+        pthread_cond_broadcast(&w->group->wake);
+        pthread_mutex_unlock(&h->lock);
+        return;
+    }
+}
+
+void sq_host_handed_lost(struct sq_host *h)
+{
+    if (!atomic_load(&h->workers_built))
+        return;
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < h->nworkers; i++) {
+        struct sq_worker *w = &h->workers[i];
+        w->handed_lost = true;
+        atomic_store(&w->handed, true);
+        pthread_cond_broadcast(&w->group->wake);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+int sq_worker_take_handed(struct sq_worker *w, int64_t *ids, bool *lost)
+{
+    struct sq_host *h = w->host;
+    pthread_mutex_lock(&h->lock);
+    int n = w->nhanded;
+    memcpy(ids, w->handed_ids, (size_t)n * sizeof *ids);
+    *lost = w->handed_lost;
+    w->nhanded = 0;
+    w->handed_lost = false;
+    atomic_store(&w->handed, false);
+    pthread_mutex_unlock(&h->lock);
+    return n;
 }
 
 void sq_group_due(struct sq_host *h, struct sq_group *g, int64_t at)

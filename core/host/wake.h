@@ -7,10 +7,23 @@
 
 struct sq_group;
 struct sq_host;
+struct sq_worker;
 
 /* Sleep up to ms, or until the host is stopping / the group is woken / the
  * group's first due time comes (g may be NULL: only stopping wakes). */
 void sq_host_wait(struct sq_host *h, struct sq_group *g, unsigned long seen_gen, int64_t ms);
+/* sq_host_wait for worker w's thread, in w's group: it also ends when an
+ * enqueue hands w a job (sq_host_handed). */
+void sq_worker_wait(struct sq_worker *w, unsigned long seen_gen, int64_t ms);
+/* The listener heard that an enqueue handed job `id` to the worker named
+ * `ident`: if it is a thread of this host, it wakes to run it. */
+void sq_host_handed(struct sq_host *h, const char *ident, int64_t id);
+/* Such notifications may have been missed (the listener was away): every
+ * thread looks for jobs handed to it by its name when it next wakes. */
+void sq_host_handed_lost(struct sq_host *h);
+/* Take what the listener heard for w: up to SQ_HANDED_MAX ids into `ids`
+ * (the count is returned) and, in *lost, whether some went unheard. */
+int sq_worker_take_handed(struct sq_worker *w, int64_t *ids, bool *lost);
 /* Wake the idle threads of every group serving `queue` (NULL: all). */
 void sq_host_wake(struct sq_host *h, const char *queue);
 /* Jobs of `queue` (or of group g) fall due at monotonic ms `at`. */

@@ -14,6 +14,11 @@
  *   which shutdown broadcasts, a notification of new jobs wakes, and the
  *   group's list of due times (its own retries, announced delayed jobs)
  *   cuts short for one thread when the first of them comes (wake.c).
+ * - Hand-overs (handoff.c): before it waits, an idle thread registers as
+ *   waiting, and an enqueue that commits meanwhile claims its job for it;
+ *   the thread, woken alone, reads the job and runs it like a claimed one.
+ *   Jobs handed to it come first, once the outcomes it holds are recorded.
+ *   A thread that claims work of its own takes its registration back first.
  * - Paused (pause.c): a group whose queue or every kind is paused sends no
  *   claim and waits as when there is no work, still recording the outcomes
  *   of the jobs it holds; otherwise it claims only the kinds not paused.
@@ -42,6 +47,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "host/complete.h"
+#include "host/handoff.h"
 #include "host/jobapi.h"
 #include "host/kinds.h"
 #include "host/pause.h"
@@ -592,6 +598,36 @@ out:
     return NULL;
 }
 
+/*
+ * Run the n jobs a claim (or a hand-over) brought, in order, each in its
+ * slot; their outcomes go to pend. Stopping, the jobs not yet started go
+ * back at once. Returns how long they took (us).
+ */
+static int64_t run_batch(struct sq_worker *w, PGconn **connp, uint32_t *seed, struct sq_claimed *claimed,
+                         struct sq_kind **kinds, int n, struct sq_pending *pend)
+{
+    struct sq_host *h = w->host;
+    for (int k = 0; k < n; k++) {
+        struct sq_kind *kr = kinds[k] = sq_kinds_find(h->kinds, claimed[k].kind);
+        if (kr)
+            atomic_fetch_add_explicit(&kr->n->claimed, 1, memory_order_relaxed);
+        sq_slot_take(w, k, &claimed[k], kr ? kr->index : -1, kr ? kr->lease_ms : h->cfg->lease_ms);
+    }
+    int k = 0;
+    int64_t t0 = sq_now_us();
+    struct runner self = {.owner = w, .connp = connp, .seed = seed};
+    for (; k < n && !atomic_load(&h->stopping); k++)
+        run_job(w, &self, k, &claimed[k], kinds[k], pend);
+    int64_t elapsed = sq_now_us() - t0;
+    if (k < n) {
+        release_unstarted(w, *connp, claimed + k, n - k);
+        for (int i = k; i < n; i++)
+            sq_slot_clear(w, i);
+    }
+    recycle_at_limit(w);
+    return elapsed;
+}
+
 void *sq_worker_main(void *arg)
 {
     struct sq_worker *w = arg;
@@ -619,6 +655,7 @@ void *sq_worker_main(void *arg)
     int limit = 1;
     bool reply_lost = false; /* a cycle died with its connection: it may have claimed */
     struct sq_claim_kinds ck = {0}; /* the kinds to claim, when some are paused */
+    struct sq_handoff ho = {0};     /* its registration for hand-overs at enqueue */
     for (;;) {
         atomic_store(&w->live->beat, sq_now_ms());
         bool stopping = atomic_load(&h->stopping);
@@ -628,6 +665,13 @@ void *sq_worker_main(void *arg)
          * main thread ends the process when the grace period is over. */
         if (!conn && !(conn = sq_session_reconnect(w, pend.o.n == 0)))
             break;
+        if (reply_lost && ho.registered) {
+            /* The lost cycle was an idle thread's claim: what it may have
+             * claimed runs under its name like what an enqueue handed it
+             * meanwhile, and is read the same way, not given back. */
+            ho.look = true;
+            reply_lost = false;
+        }
         if (reply_lost && !recover_lost_claims(w, &conn, pend.o.ids, pend.o.n))
             continue;
         reply_lost = false;
@@ -637,14 +681,36 @@ void *sq_worker_main(void *arg)
             log_warn("%s: cannot read the paused queues and kinds (what was paused stays paused): %s", w->name, err);
         unsigned long gen = atomic_load(&g->wake_gen); /* before the pause check: a resume's wake is not lost */
         bool claims = !stopping && sq_pause_claims(h, g, &ck);
+        /* Jobs an enqueue handed to this thread: they run under its name
+         * already, so they come first -- once the outcomes it holds are
+         * recorded (their slots are the ones the handed jobs take). */
+        bool handed = !stopping && sq_handoff_pending(w, &ho);
+        if (handed && pend.o.n == 0) {
+            int n = sq_handoff_take(w, &ho, conn, NULL, 0, claimed, cap, err, sizeof err);
+            if (n > 0) {
+                run_batch(w, &conn, &seed, claimed, kinds, n, &pend);
+                continue;
+            }
+            if (n < 0 && sq_db_conn_lost(conn, NULL)) { /* a read: it claimed nothing, and looks again */
+                log_warn("%s: connection lost: %s", w->name, err);
+                sq_session_close(w, &conn);
+                sq_session_mark(w, false);
+                continue;
+            }
+            if (n < 0)
+                log_warn("%s: could not read the jobs handed to it (they are looked for again): %s", w->name, err);
+            handed = false;
+        }
+        const char *kinds_now = ck.kinds ? ck.kinds : g->kinds_array;
+        const char *leases_now = ck.kinds ? ck.leases : g->leases_array;
         if (!stopping && !claims && pend.o.n == 0) {
             /* Paused, with no outcome to record: nothing to send. */
+            sq_handoff_busy(w, &ho, conn);
             limit = next_limit(limit, 0, cap, 0);
             idle_wait(h, g, gen, &seed);
             continue;
         }
-        int n = sq_queue_cycle(conn, g->queue, ck.kinds ? ck.kinds : g->kinds_array,
-                               ck.kinds ? ck.leases : g->leases_array, w->ident, claims ? limit : 0,
+        int n = sq_queue_cycle(conn, g->queue, kinds_now, leases_now, w->ident, claims && !handed ? limit : 0,
                                atomic_load(&g->limited), &pend.o, claimed, pend.applied, err, sizeof err);
         if (n < 0) {
             if (sq_db_conn_lost(conn, NULL)) {
@@ -664,30 +730,21 @@ void *sq_worker_main(void *arg)
         sq_slots_clear(w, 0, w->nslots); /* before the strings the slots point to */
         sq_pending_clear(&pend);
         if (n == 0) {
+            if (handed)
+                continue; /* its outcomes are recorded: now the jobs handed to it */
             limit = next_limit(limit, 0, cap, 0);
-            if (!stopping)
+            if (!stopping && claims) {
+                sq_handoff_idle(w, &ho, conn, kinds_now, leases_now);
+                sq_worker_wait(w, gen, poll_jittered_ms(h, &seed));
+            } else if (!stopping) {
                 idle_wait(h, g, gen, &seed);
+            }
             continue;
         }
-        for (int k = 0; k < n; k++) {
-            struct sq_kind *kr = kinds[k] = sq_kinds_find(h->kinds, claimed[k].kind);
-            if (kr)
-                atomic_fetch_add_explicit(&kr->n->claimed, 1, memory_order_relaxed);
-            sq_slot_take(w, k, &claimed[k], kr ? kr->index : -1, kr ? kr->lease_ms : h->cfg->lease_ms);
-        }
-        int k = 0;
-        int64_t t0 = sq_now_us();
-        struct runner self = {.owner = w, .connp = &conn, .seed = &seed};
-        for (; k < n && !atomic_load(&h->stopping); k++)
-            run_job(w, &self, k, &claimed[k], kinds[k], &pend);
-        limit = next_limit(limit, n, cap, sq_now_us() - t0);
-        if (k < n) {
-            release_unstarted(w, conn, claimed + k, n - k);
-            for (int i = k; i < n; i++)
-                sq_slot_clear(w, i);
-        }
-        recycle_at_limit(w);
+        sq_handoff_busy(w, &ho, conn); /* before its own jobs run: no enqueue hands it more meanwhile */
+        limit = next_limit(limit, n, cap, run_batch(w, &conn, &seed, claimed, kinds, n, &pend));
     }
+    sq_handoff_exit(w, &ho, conn, pend.o.ids, pend.o.n);
     if (conn)
         sq_session_close(w, &conn);
     atomic_store(&w->live->connected, false);

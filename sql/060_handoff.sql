@@ -1,0 +1,273 @@
+-- 060: an idle worker takes a new job from the enqueue itself.
+--
+-- A job enqueued while a worker thread sat idle used to wait for the
+-- notification to reach its host, the thread to wake, and its claim -- a
+-- write transaction on a server process that had been asleep -- to come
+-- back. That claim was most of an idle host's start latency
+-- (bench/README.md, "Where an idle host's wake-up goes"). Now an idle
+-- thread registers in skipq.waiting, and the enqueue's own transaction
+-- claims each new runnable job for one registered thread, as a claim
+-- would, when it commits: it records the attempt in job_executions, marks
+-- the job running under that thread's name with the lease of its kind,
+-- removes the registration and sends '!h JOB EXECUTION WORKER'. The thread
+-- then only reads the job, fenced by its execution id; the enqueue's commit
+-- made the claim durable with the job.
+--
+-- The insert statements choose the jobs (notify_ready(): best first, by
+-- priority, run_at and id, and no more per queue and kind than threads
+-- wait for them); a deferred trigger hands them over at the commit, so
+-- the lease counts from the commit, however long the transaction stayed
+-- open, and a waiting thread's row is held only for the moment of the
+-- commit. What is never handed over, and is left to the claim: a job that
+-- is not runnable at once (delayed, blocked on its parents), one with an
+-- ordering key, one of a kind with limits (their bookkeeping lives in the
+-- claim), one of a paused queue or kind. A job meant for a thread that has
+-- gone busy by the commit is announced per queue, as any job.
+--
+-- The registration holds no session state, so nothing waits on a dead
+-- host: a thread's row is valid until `until`, as long as a host counts
+-- as alive after its last beat (three heartbeat intervals). Each beat
+-- (host_beat()) renews its threads' rows, and rows long past their term
+-- are removed by the next registration. A job handed to a host that stopped
+-- beating just before (frozen, cut off) waits for it to come back or for
+-- its lease to end, as for a host that stopped mid-job. A job handed over
+-- whose notification was lost (the host's listener was down at the commit)
+-- is found by the listener's reconnect or by the thread's next look at its
+-- registration.
+--
+-- Privileges: a worker role writes its registration only through
+-- waiter_set() and waiter_unset() (table privileges would let it LOCK the
+-- table and stall every enqueue), and notify_ready() and hand_off() run as
+-- the schema owner, because a bulk role's COPY fires them with no right to
+-- job_executions. Neither registration function waits more than a moment
+-- for a row lock: a commit that holds a thread's row must not stall it.
+CREATE TABLE skipq.waiting (
+    worker text        PRIMARY KEY CHECK (length(worker) BETWEEN 1 AND 200),
+    queue  text        NOT NULL,
+    kinds  text[]      NOT NULL,
+    leases bigint[]    NOT NULL,
+    until  timestamptz NOT NULL,
+    CHECK (cardinality(kinds) BETWEEN 1 AND 1000 AND cardinality(kinds) = cardinality(leases))
+);
+
+-- Register (or refresh) worker as waiting for jobs of `kinds` in `queue`,
+-- with those kinds' leases in milliseconds, for valid_ms. 'kept': its row
+-- was there and is refreshed; 'new': there was none (if the caller thought
+-- it had one, an enqueue handed it a job); 'busy': an enqueue holds the row
+-- right now (it is handing the worker a job), left alone.
+CREATE FUNCTION skipq.waiter_set(worker text, queue text, kinds text[], leases bigint[], valid_ms bigint)
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '20ms'
+AS $$
+DECLARE
+    existed boolean;
+BEGIN
+    IF valid_ms IS NULL OR valid_ms < 1 OR valid_ms > 86400000 THEN
+        RAISE EXCEPTION 'skipq.waiter_set: valid_ms must be 1 to 86400000, not %', valid_ms
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT FROM unnest(waiter_set.leases) l WHERE l IS NULL OR l < 1) THEN
+        RAISE EXCEPTION 'skipq.waiter_set: every lease must be at least 1 ms' USING ERRCODE = '22023';
+    END IF;
+    BEGIN
+        -- Rows of threads gone for a while (a host killed, not stopped).
+        DELETE FROM skipq.waiting x WHERE x.until < clock_timestamp() - interval '10 minutes';
+        existed := EXISTS (SELECT FROM skipq.waiting x WHERE x.worker = waiter_set.worker);
+        INSERT INTO skipq.waiting AS x (worker, queue, kinds, leases, until)
+        VALUES (waiter_set.worker, waiter_set.queue, waiter_set.kinds, waiter_set.leases,
+                clock_timestamp() + waiter_set.valid_ms * interval '1 millisecond')
+        ON CONFLICT ON CONSTRAINT waiting_pkey DO UPDATE
+           SET queue = excluded.queue, kinds = excluded.kinds, leases = excluded.leases, until = excluded.until;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 'busy';
+    END;
+    RETURN CASE WHEN existed THEN 'kept' ELSE 'new' END;
+END
+$$;
+
+-- The worker is busy again: remove its row. 'removed'; 'gone': there was
+-- none (an enqueue handed it a job since it registered); 'busy': an enqueue
+-- holds the row right now (it is handing the worker a job).
+CREATE FUNCTION skipq.waiter_unset(worker text) RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '20ms'
+AS $$
+BEGIN
+    DELETE FROM skipq.waiting x WHERE x.worker = waiter_unset.worker;
+    RETURN CASE WHEN FOUND THEN 'removed' ELSE 'gone' END;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN 'busy';
+END
+$$;
+
+-- The hand-overs a transaction will make when it commits: its inserts
+-- choose the jobs (statement by statement, best first, no more per queue
+-- and kind than threads wait for them), and a deferred trigger makes each
+-- at the commit. So the claim's lease counts from the commit, not from an
+-- insert whose transaction may stay open for long, and the waiting
+-- thread's row is held only for the moment of the commit. Rows live only
+-- inside their transaction.
+CREATE TABLE skipq.handoffs (
+    job_id bigint PRIMARY KEY,
+    queue  text   NOT NULL,
+    kind   text   NOT NULL
+);
+
+-- Its statements reach skipq.jobs by primary key. A plan made while the
+-- table was (nearly) empty would scan it whole instead, and keep doing so
+-- as the table grows, so sequential scans are off while it runs, as in the
+-- host's own sessions.
+CREATE FUNCTION skipq.hand_off() RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+DECLARE
+    j record;
+    w record;
+    eid bigint;
+    at timestamptz;
+BEGIN
+    DELETE FROM skipq.handoffs h WHERE h.job_id = NEW.job_id;
+    -- Still runnable as the claim would judge it: the transaction may have
+    -- changed the job, or paused or limited its kind, since the insert.
+    SELECT x.id, x.queue, x.kind, x.attempts INTO j FROM skipq.jobs x
+     WHERE x.id = NEW.job_id AND x.status = 'pending' AND x.run_at <= now() AND x.ordering_key IS NULL
+       AND NOT EXISTS (SELECT FROM skipq.kind_limits l WHERE l.kind = x.kind)
+       AND NOT EXISTS (SELECT FROM skipq.paused p WHERE (p.scope = 'queue' AND p.name = x.queue)
+                                                    OR (p.scope = 'kind' AND p.name = x.kind));
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT x.worker, x.leases[array_position(x.kinds, j.kind)] AS ms INTO w
+      FROM skipq.waiting x
+     WHERE x.queue = j.queue AND j.kind = ANY (x.kinds) AND x.until > clock_timestamp()
+     LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        -- The threads it was meant for went busy: announce it, as any job.
+        PERFORM pg_notify('skipq_jobs', j.queue);
+        RETURN NULL;
+    END IF;
+    at := clock_timestamp();
+    INSERT INTO skipq.job_executions (job_id, attempt, worker, started_at)
+    VALUES (j.id, j.attempts + 1, w.worker, at) RETURNING id INTO eid;
+    UPDATE skipq.jobs x
+       SET status = 'running', attempts = j.attempts + 1, locked_by = w.worker, current_execution_id = eid,
+           lease_expires_at = at + w.ms * interval '1 millisecond'
+     WHERE x.id = j.id;
+    DELETE FROM skipq.waiting x WHERE x.worker = w.worker;
+    PERFORM pg_notify('skipq_jobs', '!h ' || j.id || ' ' || eid || ' ' || w.worker);
+    RETURN NULL;
+END
+$$;
+
+CREATE CONSTRAINT TRIGGER handoffs_at_commit AFTER INSERT ON skipq.handoffs
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION skipq.hand_off();
+
+CREATE OR REPLACE FUNCTION skipq.notify_ready() RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    queued bigint[] := '{}';
+BEGIN
+    -- Most inserts find nobody waiting: one look at a table of a few rows.
+    -- A transaction that has chosen as many jobs as threads wait does not
+    -- look again (one that enqueues row by row in a loop pays it once).
+    IF current_setting('skipq.handoffs_full', true) IS DISTINCT FROM 'on'
+       AND EXISTS (SELECT FROM skipq.waiting x WHERE x.until > clock_timestamp()) THEN
+        WITH g AS (
+            SELECT q.queue, q.kind,
+                   c.waiters - (SELECT count(*) FROM skipq.handoffs h
+                                 WHERE h.queue = q.queue AND h.kind = q.kind) AS room
+              FROM (SELECT DISTINCT n.queue, n.kind FROM new_rows n
+                     WHERE n.status = 'pending' AND n.run_at <= now() AND n.ordering_key IS NULL) q
+             CROSS JOIN LATERAL (SELECT count(*) AS waiters FROM skipq.waiting x
+                                  WHERE x.queue = q.queue AND q.kind = ANY (x.kinds)
+                                    AND x.until > clock_timestamp()) c
+             WHERE c.waiters > 0
+               AND NOT EXISTS (SELECT FROM skipq.kind_limits l WHERE l.kind = q.kind)
+               AND NOT EXISTS (SELECT FROM skipq.paused p
+                                WHERE (p.scope = 'queue' AND p.name = q.queue)
+                                   OR (p.scope = 'kind' AND p.name = q.kind))
+        ), picked AS (
+            SELECT b.id, g.queue, g.kind FROM g CROSS JOIN LATERAL (
+                SELECT n.id FROM new_rows n
+                 WHERE n.queue = g.queue AND n.kind = g.kind AND n.status = 'pending'
+                   AND n.run_at <= now() AND n.ordering_key IS NULL
+                 ORDER BY n.priority DESC, n.run_at, n.id LIMIT greatest(g.room, 0)) b
+        ), ins AS (
+            INSERT INTO skipq.handoffs (job_id, queue, kind) SELECT id, queue, kind FROM picked ORDER BY id
+            RETURNING job_id
+        )
+        SELECT coalesce(array_agg(job_id), '{}') INTO queued FROM ins;
+        IF (SELECT count(*) FROM skipq.handoffs) >=
+           (SELECT count(*) FROM skipq.waiting x WHERE x.until > clock_timestamp()) THEN
+            PERFORM set_config('skipq.handoffs_full', 'on', true);
+        END IF;
+    END IF;
+    FOR r IN SELECT n.queue, bool_or(n.run_at <= now() AND NOT n.id = ANY (queued)) AS ready,
+                    min(n.run_at) FILTER (WHERE n.run_at > now()) AS due
+               FROM new_rows n WHERE n.status = 'pending' GROUP BY n.queue LOOP
+        IF r.ready THEN
+            PERFORM pg_notify('skipq_jobs', r.queue);
+        END IF;
+        IF r.due IS NOT NULL THEN
+            PERFORM pg_notify('skipq_jobs', r.queue || ' +' ||
+                              greatest(0, ceil(extract(epoch FROM r.due - clock_timestamp()) * 1000))::bigint);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- A host's beat keeps its idle threads' registrations fresh, so a host
+-- that stops beating (frozen, cut off) stops getting jobs handed to it
+-- once they lapse.
+CREATE OR REPLACE FUNCTION skipq.host_beat(id text, name text, hostname text, pid int, version text, threads int,
+                                           serves text[], heartbeat_ms bigint, first boolean) RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO skipq.hosts AS h (id, name, hostname, pid, version, threads, queues, kinds, serves, heartbeat_ms,
+                                  registered_by)
+    SELECT host_beat.id, host_beat.name, host_beat.hostname, host_beat.pid, host_beat.version,
+           host_beat.threads,
+           ARRAY(SELECT DISTINCT split_part(s, '/', 1) FROM unnest(host_beat.serves) s ORDER BY 1),
+           ARRAY(SELECT DISTINCT split_part(s, '/', 2) FROM unnest(host_beat.serves) s ORDER BY 1),
+           host_beat.serves, host_beat.heartbeat_ms, session_user
+    ON CONFLICT ON CONSTRAINT hosts_pkey DO UPDATE
+       SET name = excluded.name, hostname = excluded.hostname, pid = excluded.pid,
+           version = excluded.version, threads = excluded.threads, queues = excluded.queues,
+           kinds = excluded.kinds, serves = excluded.serves, heartbeat_ms = excluded.heartbeat_ms,
+           heartbeat_at = now(), registered_by = excluded.registered_by,
+           started_at = CASE WHEN host_beat.first OR h.registered_by IS DISTINCT FROM excluded.registered_by
+                             THEN now() ELSE h.started_at END
+     WHERE h.registered_by IS NULL OR h.registered_by = excluded.registered_by
+        OR NOT skipq.host_alive(h.heartbeat_at, h.heartbeat_ms);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'skipq.host_beat: host id "%" is registered by another role and still alive', host_beat.id
+            USING ERRCODE = '42501';
+    END IF;
+    -- The host is alive: so are its idle threads' registrations, for as
+    -- long as a host counts as alive after a beat. Rows a commit holds are
+    -- passed over (it is handing that thread a job).
+    UPDATE skipq.waiting w SET until = clock_timestamp() + 3 * host_beat.heartbeat_ms * interval '1 millisecond'
+     WHERE w.worker IN (SELECT x.worker FROM skipq.waiting x
+                         WHERE left(x.worker, length(host_beat.id) + 1) = host_beat.id || ':'
+                         FOR UPDATE SKIP LOCKED);
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION skipq.waiter_set(text, text, text[], bigint[], bigint), skipq.waiter_unset(text),
+                            skipq.hand_off() FROM PUBLIC;
