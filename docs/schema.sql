@@ -454,11 +454,16 @@ BEGIN
        AND NOT EXISTS (SELECT FROM skipq.paused p WHERE (p.scope = 'queue' AND p.name = x.queue)
                                                     OR (p.scope = 'kind' AND p.name = x.kind));
     IF NOT FOUND THEN
+        -- Left out of its statement's announcement for this hand-over: a
+        -- job still pending (a limit or a key set since) is announced now.
+        PERFORM pg_notify('skipq_jobs', x.queue) FROM skipq.jobs x
+          WHERE x.id = NEW.job_id AND x.status = 'pending' AND x.run_at <= now();
         RETURN NULL;
     END IF;
     SELECT x.worker, x.leases[array_position(x.kinds, j.kind)] AS ms INTO w
       FROM skipq.waiting x
      WHERE x.queue = j.queue AND j.kind = ANY (x.kinds) AND x.until > clock_timestamp()
+       AND EXISTS (SELECT FROM skipq.hosts h WHERE h.id = x.host AND skipq.host_alive(h.heartbeat_at, h.heartbeat_ms))
      LIMIT 1 FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         -- The threads it was meant for went busy: announce it, as any job.
@@ -521,7 +526,7 @@ BEGIN
     -- passed over (it is handing that thread a job).
     UPDATE skipq.waiting w SET until = clock_timestamp() + 3 * host_beat.heartbeat_ms * interval '1 millisecond'
      WHERE w.worker IN (SELECT x.worker FROM skipq.waiting x
-                         WHERE left(x.worker, length(host_beat.id) + 1) = host_beat.id || ':'
+                         WHERE x.host = host_beat.id
                          FOR UPDATE SKIP LOCKED);
 END
 $$;
@@ -534,6 +539,13 @@ CREATE FUNCTION skipq.host_gone(id text) RETURNS void
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+    DELETE FROM skipq.waiting w
+     WHERE w.worker IN (SELECT x.worker FROM skipq.waiting x
+                         WHERE x.host = host_gone.id
+                           AND EXISTS (SELECT FROM skipq.hosts h
+                                        WHERE h.id = host_gone.id
+                                          AND (h.registered_by IS NULL OR h.registered_by = session_user))
+                         FOR UPDATE SKIP LOCKED);
     DELETE FROM skipq.hosts h
      WHERE h.id = host_gone.id AND (h.registered_by IS NULL OR h.registered_by = session_user)
 $$;
@@ -643,7 +655,11 @@ BEGIN
     -- Most inserts find nobody waiting: one look at a table of a few rows.
     -- A transaction that has chosen as many jobs as threads wait does not
     -- look again (one that enqueues row by row in a loop pays it once).
+    -- Only under READ COMMITTED: at a higher isolation level the commit's
+    -- SKIP LOCKED would fail on a waiter row changed since the snapshot
+    -- (each beat changes them), and with it the application's commit.
     IF current_setting('skipq.handoffs_full', true) IS DISTINCT FROM 'on'
+       AND current_setting('transaction_isolation') = 'read committed'
        AND EXISTS (SELECT FROM skipq.waiting x WHERE x.until > clock_timestamp()) THEN
         WITH g AS (
             SELECT q.queue, q.kind,
@@ -653,18 +669,22 @@ BEGIN
                      WHERE n.status = 'pending' AND n.run_at <= now() AND n.ordering_key IS NULL) q
              CROSS JOIN LATERAL (SELECT count(*) AS waiters FROM skipq.waiting x
                                   WHERE x.queue = q.queue AND q.kind = ANY (x.kinds)
-                                    AND x.until > clock_timestamp()) c
+                                    AND x.until > clock_timestamp()
+                                    AND EXISTS (SELECT FROM skipq.hosts h WHERE h.id = x.host
+                                                   AND skipq.host_alive(h.heartbeat_at, h.heartbeat_ms))) c
              WHERE c.waiters > 0
                AND NOT EXISTS (SELECT FROM skipq.kind_limits l WHERE l.kind = q.kind)
                AND NOT EXISTS (SELECT FROM skipq.paused p
                                 WHERE (p.scope = 'queue' AND p.name = q.queue)
                                    OR (p.scope = 'kind' AND p.name = q.kind))
+        ), ranked AS (
+            SELECT n.id, n.queue, n.kind,
+                   row_number() OVER (PARTITION BY n.queue, n.kind ORDER BY n.priority DESC, n.run_at, n.id) AS rank
+              FROM new_rows n
+             WHERE n.status = 'pending' AND n.run_at <= now() AND n.ordering_key IS NULL
         ), picked AS (
-            SELECT b.id, g.queue, g.kind FROM g CROSS JOIN LATERAL (
-                SELECT n.id FROM new_rows n
-                 WHERE n.queue = g.queue AND n.kind = g.kind AND n.status = 'pending'
-                   AND n.run_at <= now() AND n.ordering_key IS NULL
-                 ORDER BY n.priority DESC, n.run_at, n.id LIMIT greatest(g.room, 0)) b
+            SELECT k.id, k.queue, k.kind FROM ranked k JOIN g ON g.queue = k.queue AND g.kind = k.kind
+             WHERE k.rank <= g.room
         ), ins AS (
             INSERT INTO skipq.handoffs (job_id, queue, kind) SELECT id, queue, kind FROM picked ORDER BY id
             RETURNING job_id
@@ -830,50 +850,65 @@ END
 $$;
 
 --
--- Name: waiter_set(text, text, text[], bigint[], bigint); Type: FUNCTION; Schema: skipq; Owner: -
+-- Name: waiter_set(text, text, text, text[], bigint[], bigint); Type: FUNCTION; Schema: skipq; Owner: -
 --
 
-CREATE FUNCTION skipq.waiter_set(worker text, queue text, kinds text[], leases bigint[], valid_ms bigint) RETURNS text
+CREATE FUNCTION skipq.waiter_set(worker text, host text, queue text, kinds text[], leases bigint[], valid_ms bigint) RETURNS TABLE(answer text, since timestamp with time zone)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET lock_timeout TO '20ms'
     AS $$
 DECLARE
-    existed boolean;
+    fresh boolean;
+    began timestamptz;
 BEGIN
     IF valid_ms IS NULL OR valid_ms < 1 OR valid_ms > 86400000 THEN
         RAISE EXCEPTION 'skipq.waiter_set: valid_ms must be 1 to 86400000, not %', valid_ms
             USING ERRCODE = '22023';
     END IF;
-    IF EXISTS (SELECT FROM unnest(waiter_set.leases) l WHERE l IS NULL OR l < 1) THEN
-        RAISE EXCEPTION 'skipq.waiter_set: every lease must be at least 1 ms' USING ERRCODE = '22023';
+    -- Arrays as the host writes them: one dimension from 1, a lease for
+    -- each kind, each within 10 years, so that no registration can make an
+    -- enqueue's hand-over fail.
+    IF array_ndims(waiter_set.kinds) IS DISTINCT FROM 1 OR array_lower(waiter_set.kinds, 1) <> 1
+       OR array_ndims(waiter_set.leases) IS DISTINCT FROM 1 OR array_lower(waiter_set.leases, 1) <> 1
+       OR array_position(waiter_set.kinds, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'skipq.waiter_set: kinds and leases must be one-dimensional arrays from 1, without NULL kinds'
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT FROM unnest(waiter_set.leases) l WHERE l IS NULL OR l < 1 OR l > 315360000000) THEN
+        RAISE EXCEPTION 'skipq.waiter_set: every lease must be 1 ms to 10 years' USING ERRCODE = '22023';
     END IF;
     BEGIN
         -- Rows of threads gone for a while (a host killed, not stopped).
         DELETE FROM skipq.waiting x WHERE x.until < clock_timestamp() - interval '10 minutes';
-        existed := EXISTS (SELECT FROM skipq.waiting x WHERE x.worker = waiter_set.worker);
-        INSERT INTO skipq.waiting AS x (worker, queue, kinds, leases, until)
-        VALUES (waiter_set.worker, waiter_set.queue, waiter_set.kinds, waiter_set.leases,
+        INSERT INTO skipq.waiting AS x (worker, host, queue, kinds, leases, until)
+        VALUES (waiter_set.worker, waiter_set.host, waiter_set.queue, waiter_set.kinds, waiter_set.leases,
                 clock_timestamp() + waiter_set.valid_ms * interval '1 millisecond')
         ON CONFLICT ON CONSTRAINT waiting_pkey DO UPDATE
-           SET queue = excluded.queue, kinds = excluded.kinds, leases = excluded.leases, until = excluded.until;
+           SET host = excluded.host, queue = excluded.queue, kinds = excluded.kinds, leases = excluded.leases,
+               until = excluded.until
+        RETURNING x.xmax = 0, x.since INTO fresh, began;
     EXCEPTION WHEN lock_not_available THEN
-        RETURN 'busy';
+        RETURN QUERY SELECT 'busy', NULL::timestamptz;
+        RETURN;
     END;
-    RETURN CASE WHEN existed THEN 'kept' ELSE 'new' END;
+    RETURN QUERY SELECT CASE WHEN fresh THEN 'new' ELSE 'kept' END, began;
 END
 $$;
 
 --
--- Name: waiter_unset(text); Type: FUNCTION; Schema: skipq; Owner: -
+-- Name: waiter_unset(text, boolean); Type: FUNCTION; Schema: skipq; Owner: -
 --
 
-CREATE FUNCTION skipq.waiter_unset(worker text) RETURNS text
+CREATE FUNCTION skipq.waiter_unset(worker text, wait boolean) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET lock_timeout TO '20ms'
     AS $$
 BEGIN
+    IF wait THEN
+        PERFORM set_config('lock_timeout', '5s', true);
+    END IF;
     DELETE FROM skipq.waiting x WHERE x.worker = waiter_unset.worker;
     RETURN CASE WHEN FOUND THEN 'removed' ELSE 'gone' END;
 EXCEPTION WHEN lock_not_available THEN
@@ -1158,11 +1193,14 @@ CREATE TABLE skipq.settings (
 
 CREATE TABLE skipq.waiting (
     worker text NOT NULL,
+    host text NOT NULL,
     queue text NOT NULL,
     kinds text[] NOT NULL,
     leases bigint[] NOT NULL,
     until timestamp with time zone NOT NULL,
-    CONSTRAINT waiting_check CHECK ((((cardinality(kinds) >= 1) AND (cardinality(kinds) <= 1000)) AND (cardinality(kinds) = cardinality(leases)))),
+    since timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT waiting_check CHECK (("left"(worker, (length(host) + 1)) = (host || ':'::text))),
+    CONSTRAINT waiting_check1 CHECK ((((cardinality(kinds) >= 1) AND (cardinality(kinds) <= 1000)) AND (cardinality(kinds) = cardinality(leases)))),
     CONSTRAINT waiting_worker_check CHECK (((length(worker) >= 1) AND (length(worker) <= 200)))
 );
 

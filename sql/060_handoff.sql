@@ -25,9 +25,10 @@
 -- gone busy by the commit is announced per queue, as any job.
 --
 -- The registration holds no session state, so nothing waits on a dead
--- host: a thread's row is valid until `until`, as long as a host counts
--- as alive after its last beat (three heartbeat intervals). Each beat
--- (host_beat()) renews its threads' rows, and rows long past their term
+-- host: a thread's row is used only while its host counts as alive
+-- (skipq.host_alive: a beat within three heartbeat intervals) and until
+-- `until`, as long again after the thread's or its host's last write. Each
+-- beat (host_beat()) renews its threads' rows, and rows long past their term
 -- are removed by the next registration. A job handed to a host that stopped
 -- beating just before (frozen, cut off) waits for it to come back or for
 -- its lease to end, as for a host that stopped mid-job. A job handed over
@@ -35,69 +36,101 @@
 -- is found by the listener's reconnect or by the thread's next look at its
 -- registration.
 --
+-- Hand-overs are made only by READ COMMITTED transactions: at a higher
+-- isolation level, the commit's SKIP LOCKED fails on a waiter row changed
+-- since the transaction's snapshot (each beat changes them), and the
+-- application's commit with it; such enqueues are announced as before.
+--
 -- Privileges: a worker role writes its registration only through
 -- waiter_set() and waiter_unset() (table privileges would let it LOCK the
--- table and stall every enqueue), and notify_ready() and hand_off() run as
--- the schema owner, because a bulk role's COPY fires them with no right to
--- job_executions. Neither registration function waits more than a moment
--- for a row lock: a commit that holds a thread's row must not stall it.
+-- table and stall every enqueue), which check what they are given (a
+-- registration can never make an enqueue's commit fail), and notify_ready()
+-- and hand_off() run as the schema owner, because a bulk role's COPY fires
+-- them with no right to job_executions. A worker role may register any
+-- worker name, as its claims may record any name in locked_by: a role that
+-- claims can already hold jobs it never runs. waiter_set() gives up at once
+-- on a row a commit holds; waiter_unset() may wait for that commit (up to
+-- 5 s), which holds the row only while it commits, never while an
+-- application's transaction stays open.
 CREATE TABLE skipq.waiting (
     worker text        PRIMARY KEY CHECK (length(worker) BETWEEN 1 AND 200),
+    host   text        NOT NULL CHECK (left(worker, length(host) + 1) = host || ':'), -- skipq.hosts.id
     queue  text        NOT NULL,
     kinds  text[]      NOT NULL,
     leases bigint[]    NOT NULL,
     until  timestamptz NOT NULL,
+    since  timestamptz NOT NULL DEFAULT clock_timestamp(), -- when this registration began
     CHECK (cardinality(kinds) BETWEEN 1 AND 1000 AND cardinality(kinds) = cardinality(leases))
 );
 
--- Register (or refresh) worker as waiting for jobs of `kinds` in `queue`,
--- with those kinds' leases in milliseconds, for valid_ms. 'kept': its row
--- was there and is refreshed; 'new': there was none (if the caller thought
--- it had one, an enqueue handed it a job); 'busy': an enqueue holds the row
--- right now (it is handing the worker a job), left alone.
-CREATE FUNCTION skipq.waiter_set(worker text, queue text, kinds text[], leases bigint[], valid_ms bigint)
-RETURNS text
+-- Register (or refresh) worker, a thread of `host` (skipq.hosts.id), as
+-- waiting for jobs of `kinds` in `queue`,
+-- with those kinds' leases in milliseconds, for valid_ms. answer: 'kept',
+-- its row was there and is refreshed; 'new', there was none (if the caller
+-- thought it had one, an enqueue handed it a job); 'busy', a commit holds
+-- the row right now (handing the worker a job, or the host's beat), left
+-- alone. since: when the registration began (NULL when busy): jobs handed
+-- to the worker started after it.
+CREATE FUNCTION skipq.waiter_set(worker text, host text, queue text, kinds text[], leases bigint[], valid_ms bigint)
+RETURNS TABLE (answer text, since timestamptz)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '20ms'
 AS $$
 DECLARE
-    existed boolean;
+    fresh boolean;
+    began timestamptz;
 BEGIN
     IF valid_ms IS NULL OR valid_ms < 1 OR valid_ms > 86400000 THEN
         RAISE EXCEPTION 'skipq.waiter_set: valid_ms must be 1 to 86400000, not %', valid_ms
             USING ERRCODE = '22023';
     END IF;
-    IF EXISTS (SELECT FROM unnest(waiter_set.leases) l WHERE l IS NULL OR l < 1) THEN
-        RAISE EXCEPTION 'skipq.waiter_set: every lease must be at least 1 ms' USING ERRCODE = '22023';
+    -- Arrays as the host writes them: one dimension from 1, a lease for
+    -- each kind, each within 10 years, so that no registration can make an
+    -- enqueue's hand-over fail.
+    IF array_ndims(waiter_set.kinds) IS DISTINCT FROM 1 OR array_lower(waiter_set.kinds, 1) <> 1
+       OR array_ndims(waiter_set.leases) IS DISTINCT FROM 1 OR array_lower(waiter_set.leases, 1) <> 1
+       OR array_position(waiter_set.kinds, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'skipq.waiter_set: kinds and leases must be one-dimensional arrays from 1, without NULL kinds'
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT FROM unnest(waiter_set.leases) l WHERE l IS NULL OR l < 1 OR l > 315360000000) THEN
+        RAISE EXCEPTION 'skipq.waiter_set: every lease must be 1 ms to 10 years' USING ERRCODE = '22023';
     END IF;
     BEGIN
         -- Rows of threads gone for a while (a host killed, not stopped).
         DELETE FROM skipq.waiting x WHERE x.until < clock_timestamp() - interval '10 minutes';
-        existed := EXISTS (SELECT FROM skipq.waiting x WHERE x.worker = waiter_set.worker);
-        INSERT INTO skipq.waiting AS x (worker, queue, kinds, leases, until)
-        VALUES (waiter_set.worker, waiter_set.queue, waiter_set.kinds, waiter_set.leases,
+        INSERT INTO skipq.waiting AS x (worker, host, queue, kinds, leases, until)
+        VALUES (waiter_set.worker, waiter_set.host, waiter_set.queue, waiter_set.kinds, waiter_set.leases,
                 clock_timestamp() + waiter_set.valid_ms * interval '1 millisecond')
         ON CONFLICT ON CONSTRAINT waiting_pkey DO UPDATE
-           SET queue = excluded.queue, kinds = excluded.kinds, leases = excluded.leases, until = excluded.until;
+           SET host = excluded.host, queue = excluded.queue, kinds = excluded.kinds, leases = excluded.leases,
+               until = excluded.until
+        RETURNING x.xmax = 0, x.since INTO fresh, began;
     EXCEPTION WHEN lock_not_available THEN
-        RETURN 'busy';
+        RETURN QUERY SELECT 'busy', NULL::timestamptz;
+        RETURN;
     END;
-    RETURN CASE WHEN existed THEN 'kept' ELSE 'new' END;
+    RETURN QUERY SELECT CASE WHEN fresh THEN 'new' ELSE 'kept' END, began;
 END
 $$;
 
 -- The worker is busy again: remove its row. 'removed'; 'gone': there was
--- none (an enqueue handed it a job since it registered); 'busy': an enqueue
--- holds the row right now (it is handing the worker a job).
-CREATE FUNCTION skipq.waiter_unset(worker text) RETURNS text
+-- none (an enqueue handed it a job since it registered); 'busy': a commit
+-- holds the row right now (handing the worker a job, or the host's beat).
+-- With wait, it waits up to 5 s for such a commit, which holds the row only
+-- while it commits, and answers what the row became.
+CREATE FUNCTION skipq.waiter_unset(worker text, wait boolean) RETURNS text
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '20ms'
 AS $$
 BEGIN
+    IF wait THEN
+        PERFORM set_config('lock_timeout', '5s', true);
+    END IF;
     DELETE FROM skipq.waiting x WHERE x.worker = waiter_unset.worker;
     RETURN CASE WHEN FOUND THEN 'removed' ELSE 'gone' END;
 EXCEPTION WHEN lock_not_available THEN
@@ -145,11 +178,16 @@ BEGIN
        AND NOT EXISTS (SELECT FROM skipq.paused p WHERE (p.scope = 'queue' AND p.name = x.queue)
                                                     OR (p.scope = 'kind' AND p.name = x.kind));
     IF NOT FOUND THEN
+        -- Left out of its statement's announcement for this hand-over: a
+        -- job still pending (a limit or a key set since) is announced now.
+        PERFORM pg_notify('skipq_jobs', x.queue) FROM skipq.jobs x
+          WHERE x.id = NEW.job_id AND x.status = 'pending' AND x.run_at <= now();
         RETURN NULL;
     END IF;
     SELECT x.worker, x.leases[array_position(x.kinds, j.kind)] AS ms INTO w
       FROM skipq.waiting x
      WHERE x.queue = j.queue AND j.kind = ANY (x.kinds) AND x.until > clock_timestamp()
+       AND EXISTS (SELECT FROM skipq.hosts h WHERE h.id = x.host AND skipq.host_alive(h.heartbeat_at, h.heartbeat_ms))
      LIMIT 1 FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         -- The threads it was meant for went busy: announce it, as any job.
@@ -184,7 +222,11 @@ BEGIN
     -- Most inserts find nobody waiting: one look at a table of a few rows.
     -- A transaction that has chosen as many jobs as threads wait does not
     -- look again (one that enqueues row by row in a loop pays it once).
+    -- Only under READ COMMITTED: at a higher isolation level the commit's
+    -- SKIP LOCKED would fail on a waiter row changed since the snapshot
+    -- (each beat changes them), and with it the application's commit.
     IF current_setting('skipq.handoffs_full', true) IS DISTINCT FROM 'on'
+       AND current_setting('transaction_isolation') = 'read committed'
        AND EXISTS (SELECT FROM skipq.waiting x WHERE x.until > clock_timestamp()) THEN
         WITH g AS (
             SELECT q.queue, q.kind,
@@ -194,18 +236,22 @@ BEGIN
                      WHERE n.status = 'pending' AND n.run_at <= now() AND n.ordering_key IS NULL) q
              CROSS JOIN LATERAL (SELECT count(*) AS waiters FROM skipq.waiting x
                                   WHERE x.queue = q.queue AND q.kind = ANY (x.kinds)
-                                    AND x.until > clock_timestamp()) c
+                                    AND x.until > clock_timestamp()
+                                    AND EXISTS (SELECT FROM skipq.hosts h WHERE h.id = x.host
+                                                   AND skipq.host_alive(h.heartbeat_at, h.heartbeat_ms))) c
              WHERE c.waiters > 0
                AND NOT EXISTS (SELECT FROM skipq.kind_limits l WHERE l.kind = q.kind)
                AND NOT EXISTS (SELECT FROM skipq.paused p
                                 WHERE (p.scope = 'queue' AND p.name = q.queue)
                                    OR (p.scope = 'kind' AND p.name = q.kind))
+        ), ranked AS (
+            SELECT n.id, n.queue, n.kind,
+                   row_number() OVER (PARTITION BY n.queue, n.kind ORDER BY n.priority DESC, n.run_at, n.id) AS rank
+              FROM new_rows n
+             WHERE n.status = 'pending' AND n.run_at <= now() AND n.ordering_key IS NULL
         ), picked AS (
-            SELECT b.id, g.queue, g.kind FROM g CROSS JOIN LATERAL (
-                SELECT n.id FROM new_rows n
-                 WHERE n.queue = g.queue AND n.kind = g.kind AND n.status = 'pending'
-                   AND n.run_at <= now() AND n.ordering_key IS NULL
-                 ORDER BY n.priority DESC, n.run_at, n.id LIMIT greatest(g.room, 0)) b
+            SELECT k.id, k.queue, k.kind FROM ranked k JOIN g ON g.queue = k.queue AND g.kind = k.kind
+             WHERE k.rank <= g.room
         ), ins AS (
             INSERT INTO skipq.handoffs (job_id, queue, kind) SELECT id, queue, kind FROM picked ORDER BY id
             RETURNING job_id
@@ -266,10 +312,28 @@ BEGIN
     -- passed over (it is handing that thread a job).
     UPDATE skipq.waiting w SET until = clock_timestamp() + 3 * host_beat.heartbeat_ms * interval '1 millisecond'
      WHERE w.worker IN (SELECT x.worker FROM skipq.waiting x
-                         WHERE left(x.worker, length(host_beat.id) + 1) = host_beat.id || ':'
+                         WHERE x.host = host_beat.id
                          FOR UPDATE SKIP LOCKED);
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION skipq.waiter_set(text, text, text[], bigint[], bigint), skipq.waiter_unset(text),
+-- A host that stops (host_gone()) takes its threads' registrations with
+-- its row, passing over any a commit holds (those it gives back itself).
+CREATE OR REPLACE FUNCTION skipq.host_gone(id text) RETURNS void
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    DELETE FROM skipq.waiting w
+     WHERE w.worker IN (SELECT x.worker FROM skipq.waiting x
+                         WHERE x.host = host_gone.id
+                           AND EXISTS (SELECT FROM skipq.hosts h
+                                        WHERE h.id = host_gone.id
+                                          AND (h.registered_by IS NULL OR h.registered_by = session_user))
+                         FOR UPDATE SKIP LOCKED);
+    DELETE FROM skipq.hosts h
+     WHERE h.id = host_gone.id AND (h.registered_by IS NULL OR h.registered_by = session_user)
+$$;
+
+REVOKE EXECUTE ON FUNCTION skipq.waiter_set(text, text, text, text[], bigint[], bigint), skipq.waiter_unset(text, boolean),
                             skipq.hand_off() FROM PUBLIC;

@@ -165,5 +165,6 @@ GRANT EXECUTE ON FUNCTION skipq.finish_dropping(bigint[], bigint[]) TO skipq_wor
 -- role could LOCK the table, which every enqueue reads. Stats read it.
 REVOKE ALL ON skipq.waiting FROM skipq_worker;
 GRANT SELECT ON skipq.waiting TO skipq_worker, skipq_reader;
-GRANT EXECUTE ON FUNCTION skipq.waiter_set(text, text, text[], bigint[], bigint), skipq.waiter_unset(text)
+GRANT EXECUTE ON FUNCTION skipq.waiter_set(text, text, text, text[], bigint[], bigint),
+                          skipq.waiter_unset(text, boolean)
     TO skipq_worker;

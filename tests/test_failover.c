@@ -544,7 +544,8 @@ static const char ENQUEUE_SQL[] =
 #define WORKER_SESSIONS \
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'skipq'" \
     " AND (query LIKE 'WITH pick AS%' OR query LIKE 'WITH fin AS%' OR query LIKE 'WITH gone AS%'" \
-    "      OR query LIKE 'WITH h AS%' OR query LIKE 'SELECT skipq.waiter_%')"
+    "      OR query LIKE 'WITH c AS%' OR query LIKE 'SELECT answer, since FROM skipq.waiter_set%'" \
+    "      OR query LIKE 'SELECT skipq.waiter_unset%')"
 /* ...that are not idle, or were busy within the last second. */
 static const char BUSY_SQL[] =
     WORKER_SESSIONS " AND (state <> 'idle' OR state_change > now() - interval '1 second')";

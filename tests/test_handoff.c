@@ -91,6 +91,7 @@ Test(handoff, an_idle_thread_takes_the_job_as_its_enqueue_commits, .timeout = 12
     cr_expect_eq(th_wait_at_least(db.conn, 2, 30000, 20, hs, 1, WAITING_SQL), 2);
     PQfinish(app);
     cr_expect_eq(host_stop(&h, 15000), 0);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.waiting"), 0, "a stopped host left registrations");
     th_check_invariants(db.conn);
     th_assert_clean_log(h.ini);
 }
@@ -152,13 +153,15 @@ Test(handoff, jobs_the_claim_must_judge_are_left_to_it, .timeout = 120)
     cr_expect_eq(status_is(app, limited, "pending"), 1, "a job of a limited kind was handed over");
     cr_expect_eq(status_is(app, paused_kind, "pending"), 1, "a job of a paused kind was handed over");
     cr_expect_eq(status_is(app, paused_queue, "pending"), 1, "a job of a paused queue was handed over");
-    cr_expect_eq(status_is(app, other_queue, "pending"), 1, "a job of a queue the threads do not serve was handed over");
+    cr_expect_eq(status_is(app, other_queue, "pending"), 1,
+                 "a job of a queue the threads do not serve was handed over");
     cr_expect_eq(status_is(app, other_kind, "pending"), 1, "a job of a kind the threads do not run was handed over");
     /* Chosen by its insert, but its kind paused before the commit. */
     long long then_paused = enqueue_sql(app, "'test'");
     th_execf(app, "INSERT INTO skipq.paused (scope, name, paused_by) VALUES ('kind', 'test', 'test')");
     hand_over_now(app);
-    cr_expect_eq(status_is(app, then_paused, "pending"), 1, "a job whose kind was paused before the commit was handed over");
+    cr_expect_eq(status_is(app, then_paused, "pending"), 1,
+                 "a job whose kind was paused before the commit was handed over");
     th_execf(app, "DELETE FROM skipq.paused");
     /* One statement of three: the two best go to the two waiting threads,
      * the third waits for a claim. */
@@ -263,23 +266,116 @@ Test(handoff, a_stopping_host_gives_back_what_was_handed_to_it_unread, .timeout 
     th_check_invariants(db.conn);
 }
 
-Test(handoff, a_registration_past_its_term_gets_nothing, .timeout = 60)
+/* skipq.waiter_set(ARGS): its SQLSTATE ("" when it worked). */
+static const char *set_state(PGconn *c, const char *args)
+{
+    char sql[300];
+    snprintf(sql, sizeof sql, "SELECT skipq.waiter_set(%s)", args);
+    return th_sqlstate(c, sql);
+}
+
+/* Expect skipq.waiter_set(ARGS) to answer `want`. */
+static void set_answers(PGconn *c, const char *want, const char *args)
+{
+    th_expect_text(c, want, "SELECT answer FROM skipq.waiter_set(%s)", args);
+}
+
+Test(handoff, a_registration_past_its_term_or_of_a_host_that_stopped_beating_gets_nothing, .timeout = 60)
 {
     struct th_db db;
     th_db_new(&db);
     PGconn *c = db.conn;
+    th_execf(c, "SELECT skipq.host_beat('gone:1', 'gone', 'h', 1, 'v', 1, '{default/test}', 60000, true)");
     /* A thread of a host that died: its row lapses on its own. */
-    th_expect_text(c, "new", "SELECT skipq.waiter_set('gone:1:w0', 'default', '{test}', '{30000}', 1)");
+    set_answers(c, "new", "'gone:1:w0', 'gone:1', 'default', '{test}', '{30000}', 1");
     usleep(50 * 1000);
     long long id = enqueue_sql(c, "'test'");
     cr_expect_eq(status_is(c, id, "pending"), 1, "a job was handed to a registration past its term");
-    th_expect_text(c, "kept", "SELECT skipq.waiter_set('gone:1:w0', 'default', '{test}', '{30000}', 60000)");
+    set_answers(c, "kept", "'gone:1:w0', 'gone:1', 'default', '{test}', '{30000}', 60000");
     long long id2 = enqueue_sql(c, "'test'");
     cr_expect_eq(status_is(c, id2, "running"), 1, "a fresh registration got nothing");
-    th_expect_text(c, "gone", "SELECT skipq.waiter_unset('gone:1:w0')");
+    /* A registration of a host that stopped beating, fresh as it is. */
+    set_answers(c, "new", "'gone:1:w0', 'gone:1', 'default', '{test}', '{30000}', 60000");
+    th_execf(c, "UPDATE skipq.hosts SET heartbeat_at = now() - interval '1 hour'");
+    long long id3 = enqueue_sql(c, "'test'");
+    cr_expect_eq(status_is(c, id3, "pending"), 1, "a job was handed to a host that stopped beating");
+    th_expect_text(c, "removed", "SELECT skipq.waiter_unset('gone:1:w0', false)");
     /* What a registration must hold is refused by name. */
-    cr_expect_str_eq(th_sqlstate(c, "SELECT skipq.waiter_set('w', 'default', '{test}', '{30000}', 0)"), "22023");
-    cr_expect_str_eq(th_sqlstate(c, "SELECT skipq.waiter_set('w', 'default', '{test}', '{0}', 1000)"), "22023");
-    cr_expect_str_eq(th_sqlstate(c, "SELECT skipq.waiter_set('w', 'default', '{a,b}', '{1000}', 1000)"), "23514");
-    cr_expect_str_eq(th_sqlstate(c, "SELECT skipq.waiter_set('', 'default', '{test}', '{1000}', 1000)"), "23514");
+    cr_expect_str_eq(set_state(c, "'w:1:w0', 'w:1', 'default', '{test}', '{30000}', 0"), "22023");
+    cr_expect_str_eq(set_state(c, "'w:1:w0', 'w:1', 'default', '{test}', '{0}', 1000"), "22023");
+    cr_expect_str_eq(set_state(c, "'w:1:w0', 'w:1', 'default', '{test}', '{10000000000000000}', 1000"), "22023");
+    cr_expect_str_eq(set_state(c, "'w:1:w0', 'w:1', 'default', '{test}', '[2:2]={1000}', 1000"), "22023");
+    cr_expect_str_eq(set_state(c, "'w:1:w0', 'w:1', 'default', '{NULL}', '{1000}', 1000"), "22023");
+    cr_expect_str_eq(set_state(c, "'w:1:w0', 'w:1', 'default', '{a,b}', '{1000}', 1000"), "23514");
+    cr_expect_str_eq(set_state(c, "'', '', 'default', '{test}', '{1000}', 1000"), "23514");
+    cr_expect_str_eq(set_state(c, "'w:1:w0', 'x:2', 'default', '{test}', '{1000}', 1000"), "23514");
+}
+
+Test(handoff, a_thread_taking_its_registration_back_learns_of_a_hand_over_committing_meanwhile, .timeout = 60)
+{
+    struct th_db db;
+    th_db_new(&db);
+    PGconn *c = db.conn, *app = th_connect(&db);
+    th_execf(c, "SELECT skipq.host_beat('h:1', 'h', 'h', 1, 'v', 1, '{default/test}', 60000, true)");
+    set_answers(c, "new", "'h:1:w0', 'h:1', 'default', '{test}', '{30000}', 60000");
+    th_execf(app, "BEGIN");
+    long long id = enqueue_sql(app, "'test'");
+    hand_over_now(app); /* the commit's hand-over, holding the row until the commit ends */
+    /* Without waiting, the thread is told the row is held... */
+    th_expect_text(c, "busy", "SELECT skipq.waiter_unset('h:1:w0', false)");
+    /* ...and waiting, it sees what the commit did. */
+    PGconn *later = th_connect(&db);
+    cr_assert_eq(PQsendQuery(later, "SELECT skipq.waiter_unset('h:1:w0', true)"), 1);
+    usleep(200 * 1000);
+    th_execf(app, "COMMIT");
+    PGresult *r = PQgetResult(later);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(later));
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "gone", "the hand-over committed while the thread waited");
+    PQclear(r);
+    while ((r = PQgetResult(later)) != NULL)
+        PQclear(r);
+    cr_expect_eq(th_scalarf(c, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = 'running'"
+                               " AND locked_by = 'h:1:w0'",
+                            id),
+                 1);
+    /* A rolled-back hand-over leaves the row: the thread removes it. */
+    set_answers(c, "new", "'h:1:w0', 'h:1', 'default', '{test}', '{30000}', 60000");
+    th_execf(app, "BEGIN");
+    enqueue_sql(app, "'test'");
+    hand_over_now(app);
+    cr_assert_eq(PQsendQuery(later, "SELECT skipq.waiter_unset('h:1:w0', true)"), 1);
+    usleep(200 * 1000);
+    th_execf(app, "ROLLBACK");
+    r = PQgetResult(later);
+    cr_expect_str_eq(PQgetvalue(r, 0, 0), "removed");
+    PQclear(r);
+    while ((r = PQgetResult(later)) != NULL)
+        PQclear(r);
+    PQfinish(later);
+    PQfinish(app);
+}
+
+Test(handoff, an_enqueue_above_read_committed_is_left_to_the_claim, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    const char *ledger = th_tmp_path("handoff8.ledger");
+    struct host h = {.name = "handoff8"};
+    start_waiting(&db, &h, ledger, 1, NULL, NULL);
+    PGconn *app = th_connect(&db);
+    /* Its commit could not take a waiter row changed since its snapshot
+     * (each beat changes them) without failing: it hands nothing over. */
+    th_execf(app, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+    long long id = enqueue_sql(app, "'test'");
+    hand_over_now(app);
+    cr_expect_eq(status_is(app, id, "pending"), 1, "a repeatable-read enqueue handed its job over");
+    th_execf(db.conn, "UPDATE skipq.waiting SET until = until"); /* as a beat would, meanwhile */
+    th_execf(app, "COMMIT");
+    struct host *hs[] = {&h};
+    cr_assert_eq(th_wait_at_least(db.conn, 1, 30000, 20, hs, 1, DONE_SQL), 1, "the job was not claimed");
+    cr_expect(th_wait_ledger(ledger, 1, 5000));
+    cr_expect_eq(th_read_ledger(ledger, NULL), 1);
+    PQfinish(app);
+    cr_expect_eq(host_stop(&h, 15000), 0);
+    th_check_invariants(db.conn);
 }

@@ -63,8 +63,9 @@
  * fails, naming it, when core/ calls one that is missing here.
  */
 static const char *const CALLED_FUNCTIONS[] = {
-    "aclexplode", "array_to_json", "array_to_string", "cardinality", "clock_timestamp", "count", "current_database", "current_setting",
-    "date_trunc", "floor", "format", "has_function_privilege", "has_table_privilege", "jsonb_pretty",
+    "aclexplode", "array_to_json", "array_to_string", "cardinality", "ceil", "clock_timestamp", "count",
+    "current_database", "current_setting",
+    "date_part", "date_trunc", "floor", "format", "has_function_privilege", "has_table_privilege", "jsonb_pretty",
     "jsonb_typeof", "left", "length", "lower", "max", "min", "now", "octet_length", "percentile_cont",
     "pg_backend_pid", "pg_describe_object", "pg_get_userbyid", "pg_is_in_recovery", "pg_terminate_backend",
     "pg_try_advisory_xact_lock", "regexp_replace", "round", "row_number", "set_config", "split_part", "strpos", "sum",

@@ -498,8 +498,8 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
         "INSERT INTO skipq.cron_state (name, schedule, timezone, last_tick) VALUES ('c', '* * * * *', 'UTC', now())"
         " ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, updated_at = now()",
         "UPDATE skipq.cron_state SET last_tick = now(), updated_at = now() WHERE name = 'c'",
-        "SELECT skipq.waiter_set('h:1:w0', 'default', '{test}', '{30000}', 5000)",
-        "SELECT skipq.waiter_unset('h:1:w0')"};
+        "SELECT skipq.waiter_set('h:1:w0', 'h:1', 'default', '{test}', '{30000}', 5000)",
+        "SELECT skipq.waiter_unset('h:1:w0', false)"};
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
         cr_expect_str_eq(th_sqlstate(w, allowed[i]), "", "the worker may not: %s: %s", allowed[i],
                          PQerrorMessage(w));
@@ -509,7 +509,7 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
         "UPDATE skipq.cron_state SET name = 'x'",   "DELETE FROM skipq.dependency_inbox",
         "INSERT INTO skipq.dependency_inbox VALUES (1)",
         /* Idle threads register only through waiter_set()/waiter_unset(). */
-        "INSERT INTO skipq.waiting VALUES ('x', 'default', '{test}', '{1}', now())",
+        "INSERT INTO skipq.waiting VALUES ('x:1:w0', 'x:1', 'default', '{test}', '{1}', now())",
         "DELETE FROM skipq.waiting",                 "UPDATE skipq.waiting SET until = now()",
         "INSERT INTO skipq.handoffs VALUES (1)",      "DELETE FROM skipq.handoffs"};
     for (size_t i = 0; i < sizeof forbidden / sizeof forbidden[0]; i++)

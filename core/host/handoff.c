@@ -37,6 +37,8 @@
 #include "host/handoff.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/log.h"
@@ -58,55 +60,128 @@ static bool suits(const struct sq_worker *w)
            !atomic_load(&w->group->limited) && !atomic_load(&h->stopping);
 }
 
+/* Take the thread's row back. A row held by a commit (a hand-over, or the
+ * host's beat) is waited for, since a commit holds it only while it
+ * commits. */
+static enum sq_waiter unset(struct sq_worker *w, PGconn *conn)
+{
+    char err[512];
+    enum sq_waiter r = sq_queue_waiter_unset(conn, w->ident, false, err, sizeof err);
+    if (r == SQ_WAITER_BUSY)
+        r = sq_queue_waiter_unset(conn, w->ident, true, err, sizeof err);
+    if (r == SQ_WAITER_ERROR || r == SQ_WAITER_BUSY)
+        log_warn("%s: could not take back its registration as waiting for jobs (it lapses by itself): %s", w->name,
+                 r == SQ_WAITER_BUSY ? "held for 5 s by a commit" : err);
+    return r;
+}
+
 void sq_handoff_idle(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn, const char *kinds_array,
                      const char *leases_array)
 {
     if (!suits(w)) {
-        sq_handoff_busy(w, ho, conn);
+        sq_handoff_pause(w, ho, conn);
         return;
     }
-    /* Registered, it is left alone for a term: the host's beats keep the
-     * row fresh, and a write here would hold it for a moment, which an
-     * enqueue passes over. Once a term, the thread checks that its row is
-     * still there (if not, a job was handed to it unannounced). */
+    /* Registered, it is left alone for a heartbeat: the host's beats keep
+     * the row fresh, and a write here would hold it for a moment, which an
+     * enqueue passes over. Then the thread checks that its row is still
+     * there (if not, a job was handed to it unannounced). */
     int64_t now = sq_now_ms();
-    if (ho->registered && now - ho->set_ms < valid_ms(w->host))
+    if (ho->registered && now - ho->set_ms < sq_host_config(w->host)->heartbeat_ms)
         return;
-    char err[512];
-    enum sq_waiter r = sq_queue_waiter_set(conn, w->ident, w->group->queue, kinds_array, leases_array,
-                                           valid_ms(w->host), err, sizeof err);
+    char err[512], since[sizeof ho->since], host[sizeof w->ident];
+    snprintf(host, sizeof host, "%s:%d", sq_host_name(w->host), (int)getpid()); /* its skipq.hosts row (hosts.c) */
+    enum sq_waiter r = sq_queue_waiter_set(conn, w->ident, host, w->group->queue, kinds_array, leases_array,
+                                           valid_ms(w->host), since, sizeof since, err, sizeof err);
     switch (r) {
+    case SQ_WAITER_NEW:
+        if (ho->registered && ho->since[0]) {
+            /* Its row went since: an enqueue took it. The look covers
+             * what was handed over since the row it took began. */
+            ho->look = true;
+            ho->registered = true;
+            ho->set_ms = now;
+            break;
+        }
+        /* fall through */
     case SQ_WAITER_KEPT:
         ho->registered = true;
         ho->set_ms = now;
+        snprintf(ho->since, sizeof ho->since, "%s", since);
         break;
-    case SQ_WAITER_NEW:
-        if (ho->registered)
-            ho->look = true; /* its row went since: an enqueue took it */
+    case SQ_WAITER_BUSY: /* a commit holds it: a hand-over announces itself, a beat lets go */
         ho->registered = true;
-        ho->set_ms = now;
-        break;
-    case SQ_WAITER_BUSY: /* an enqueue is handing it a job: its commit announces it */
-        ho->registered = false;
         break;
     default:
         log_debug("%s: could not register as waiting for jobs (new jobs wake it instead): %s", w->name, err);
-        ho->registered = false;
+        ho->registered = true; /* as far as it knows: taken back before it runs anything */
         break;
     }
 }
 
-void sq_handoff_busy(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn)
+/*
+ * The thread holds claimed[0..n) and has taken its row back, finding it
+ * gone: jobs were handed to it since it registered. They join the batch
+ * while there is room; the rest go back uncharged.
+ */
+static int join_handed(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn, struct sq_claimed *claimed, int n,
+                       int cap)
+{
+    char err[512];
+    int64_t *held = calloc((size_t)cap, sizeof *held);
+    if (!held) {
+        ho->look = true;
+        return n;
+    }
+    for (int i = 0; i < n; i++)
+        held[i] = claimed[i].id;
+    int m = ho->since[0] ? sq_queue_handed(conn, w->ident, NULL, 0, ho->since, held, (size_t)n, claimed + n, cap - n,
+                                           err, sizeof err)
+                         : 0;
+    if (m < 0) {
+        log_warn("%s: could not read the jobs handed to it (they are looked for again): %s", w->name, err);
+        ho->look = true;
+        m = 0;
+    }
+    for (int i = n; i < n + m; i++)
+        held[i] = claimed[i].id;
+    if (m == cap - n) { /* perhaps more than fit */
+        int back = sq_queue_give_back(conn, w->ident, held, (size_t)(n + m),
+                                      "interrupted: handed to a thread whose batch was full", err, sizeof err);
+        if (back > 0)
+            log_info("%s: gave back %d job(s) handed to it with its batch full", w->name, back);
+        else if (back < 0)
+            ho->look = true;
+    }
+    free(held);
+    return n + m;
+}
+
+int sq_handoff_claimed(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn, struct sq_claimed *claimed, int n,
+                       int cap)
+{
+    if (!ho->registered || !conn)
+        return n;
+    enum sq_waiter r = unset(w, conn);
+    if (r == SQ_WAITER_ERROR || r == SQ_WAITER_BUSY) {
+        ho->look = true; /* whatever was handed over is read after this batch */
+        return n;
+    }
+    ho->registered = false;
+    return r == SQ_WAITER_GONE ? join_handed(w, ho, conn, claimed, n, cap) : n;
+}
+
+void sq_handoff_pause(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn)
 {
     if (!ho->registered || !conn)
         return;
-    char err[512];
-    enum sq_waiter r = sq_queue_waiter_unset(conn, w->ident, err, sizeof err);
-    ho->registered = false;
-    if (r == SQ_WAITER_GONE)
-        ho->look = true; /* handed a job since its last look */
-    else if (r == SQ_WAITER_ERROR)
-        log_debug("%s: could not take back its registration as waiting (it lapses by itself): %s", w->name, err);
+    enum sq_waiter r = unset(w, conn);
+    if (r == SQ_WAITER_REMOVED)
+        ho->registered = false;
+    else if (r == SQ_WAITER_GONE) {
+        ho->registered = false;
+        ho->look = true;
+    }
 }
 
 bool sq_handoff_pending(const struct sq_worker *w, const struct sq_handoff *ho)
@@ -114,8 +189,8 @@ bool sq_handoff_pending(const struct sq_worker *w, const struct sq_handoff *ho)
     return ho->look || atomic_load(&w->handed);
 }
 
-int sq_handoff_take(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn, const int64_t *held, size_t nheld,
-                    struct sq_claimed *out, int cap, char *err, size_t errlen)
+int sq_handoff_take(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn, struct sq_claimed *out, int cap,
+                    char *err, size_t errlen)
 {
     int64_t ids[SQ_HANDED_MAX];
     bool lost = false;
@@ -124,29 +199,34 @@ int sq_handoff_take(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn, co
      * been handed anything. */
     bool any = ho->look || (lost && ho->registered);
     ho->look = false;
-    if (nids == 0 && !any)
+    if ((nids == 0 && !any) || (any && !ho->since[0]))
         return 0;
-    int n = sq_queue_handed(conn, w->ident, any ? NULL : ids, (size_t)nids, held, nheld, out, cap, err, errlen);
+    int n = sq_queue_handed(conn, w->ident, any ? NULL : ids, (size_t)nids, ho->since, NULL, 0, out, cap, err, errlen);
     if (n < 0) {
-        ho->look = true; /* try again once the session is back */
+        ho->look = any || nids > 0; /* try again once the session is back */
         return -1;
     }
-    if (n > 0)
+    if (n == cap)
+        ho->look = true; /* perhaps more than fit */
+    if (n > 0 && !any)
         ho->registered = false; /* the enqueue removed its row */
+    else if (n > 0)
+        n = sq_handoff_claimed(w, ho, conn, out, n, cap); /* its row may be back: take it before they run */
     return n;
 }
 
-void sq_handoff_exit(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn, const int64_t *held, size_t nheld)
+void sq_handoff_exit(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn)
 {
     if (!conn)
         return;
     bool had = ho->registered || sq_handoff_pending(w, ho);
-    sq_handoff_busy(w, ho, conn);
-    if (!had && !ho->look)
+    if (ho->registered && unset(w, conn) != SQ_WAITER_ERROR)
+        ho->registered = false;
+    if (!had)
         return;
     char err[512];
-    int n = sq_queue_give_back(conn, w->ident, held, nheld, "interrupted: handed to a thread as its host stopped",
-                               err, sizeof err);
+    int n = sq_queue_give_back(conn, w->ident, NULL, 0, "interrupted: handed to a thread as its host stopped", err,
+                               sizeof err);
     if (n > 0)
         log_info("%s: gave back %d job(s) handed to it as the host stopped", w->name, n);
     else if (n < 0)

@@ -638,68 +638,78 @@ static const char RECOVER_SQL[] =
 
 /*
  * Hand-over at enqueue (sql/060_handoff.sql). An idle thread registers
- * through skipq.waiter_set() ($1 worker, $2 queue, $3 kinds, $4 their
- * leases in ms, $5 how long the registration holds) and takes its row back
+ * through skipq.waiter_set() ($1 worker, $2 its host's id, $3 queue, $4
+ * kinds, $5 their leases in ms, $6 how long the registration holds) and takes its row back
  * through skipq.waiter_unset() when it claims work of its own. Both answer
  * in a word (see the migration), and neither waits on an enqueue's lock.
  */
 static const char WAITER_SET_SQL[] =
-    "SELECT skipq.waiter_set($1, $2, $3::pg_catalog.text[], $4::pg_catalog.int8[], $5::pg_catalog.int8)";
-static const char WAITER_UNSET_SQL[] = "SELECT skipq.waiter_unset($1)";
+    "SELECT answer, since FROM skipq.waiter_set($1, $2, $3, $4::pg_catalog.text[], $5::pg_catalog.int8[],"
+    " $6::pg_catalog.int8)";
+static const char WAITER_UNSET_SQL[] = "SELECT skipq.waiter_unset($1, $2::pg_catalog.bool)";
 
 /*
  * The jobs an enqueue handed to worker $1: `c` finds the candidates, `h`
  * keeps those running under its name, not among $3 (the jobs it holds),
- * with the lease they were handed with. The enqueue counted that lease
- * from its commit, so a job reaches its thread with little of it gone; one
- * with less than half left (a commit that waited long for a standby, a
- * thread slow to wake) gets a whole lease again first, with a write fenced
- * like an outcome (`lk` locks the row first, so the test of its status
- * sees a sweep that came between): a sweep that took the job meanwhile
- * leaves nothing to renew, and the job is not returned. The usual job is
- * only read: no write, no commit to wait for. The rows come in the claim's layout, at
- * most $4. HANDED_SQL takes the jobs named in $2 (the notifications'),
- * by primary key: `c` is materialized so that the status test cannot
- * send the plan through jobs_lease, which holds every host's running jobs,
- * and every other row is reached by primary key, one probe each (see "How
- * these statements reach rows of skipq.jobs by id" above).
- * HANDED_ANY_SQL takes every job running under the worker's name, when a
- * notification may have been lost: rare, and sent unnamed.
+ * at most $4, with the lease they were handed with. The enqueue counted
+ * that lease from its commit, so a job reaches its thread with little of
+ * it gone; one with less than half left (a commit that waited long for a
+ * standby, a thread slow to wake) gets a whole lease again first, with a
+ * write fenced like an outcome (`lk` locks the row first, so the test of
+ * its status sees a sweep that came between): a sweep that took the job
+ * meanwhile leaves nothing to renew, and the job is not returned. The
+ * usual job is only read: no write, no commit to wait for; its row says
+ * what is left of its lease, so that the host stops its handler in time
+ * if renewing fails. The clock is read once, so every job is either
+ * renewed or returned as it is. The rows come in the claim's layout.
+ * HANDED_SQL takes the jobs named in $2 (the notifications'), by primary
+ * key: `c` is materialized so that the status test cannot send the plan
+ * through jobs_lease, which holds every host's running jobs, and every
+ * other row is reached by primary key, one probe each (see "How these
+ * statements reach rows of skipq.jobs by id" above). HANDED_ANY_SQL takes
+ * every job running under the worker's name whose attempt started at $5
+ * or later (since it registered), when a notification may have been
+ * lost: rare, and sent unnamed.
  */
-#define HANDED_OF(candidates) \
+#define HANDED_OF(candidates, since) \
     "WITH c AS MATERIALIZED (" \
     "  SELECT j.id, j.status, j.locked_by, j.current_execution_id AS eid, j.lease_expires_at AS ends," \
+    "         (SELECT e.started_at FROM skipq.job_executions e" \
+    "           WHERE e.id OPERATOR(pg_catalog.=) j.current_execution_id) AS started," \
     "         j.kind, j.payload::pg_catalog.text AS payload, j.attempts, j.max_attempts FROM skipq.jobs j" \
     "   WHERE " candidates \
     "), h AS MATERIALIZED (" \
-    "  SELECT c.*, c.ends OPERATOR(pg_catalog.-) (SELECT e.started_at FROM skipq.job_executions e" \
-    "                                              WHERE e.id OPERATOR(pg_catalog.=) c.eid) AS lease" \
-    "    FROM c" \
+    /* The clock read once: a job is renewed, or returned as it is. */ \
+    "  SELECT c.*, t.now, c.ends OPERATOR(pg_catalog.<) (t.now OPERATOR(pg_catalog.+)" \
+    "                  ((c.ends OPERATOR(pg_catalog.-) c.started) OPERATOR(pg_catalog./) 2)) AS renews" \
+    "    FROM c, (SELECT pg_catalog.clock_timestamp() AS now) t" \
     "   WHERE c.status OPERATOR(pg_catalog.=) 'running' AND c.locked_by OPERATOR(pg_catalog.=) $1" \
-    "     AND NOT (c.id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.int8[]))" \
+    "     AND NOT (c.id OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.int8[]))" since \
     "   ORDER BY c.id LIMIT $4" \
     "), lk AS MATERIALIZED (" \
     "  SELECT j.id, j.status, j.current_execution_id AS eid FROM skipq.jobs j" \
-    "   WHERE j.id OPERATOR(pg_catalog.=) ANY (ARRAY(" \
-    "           SELECT h.id FROM h WHERE h.ends OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp()" \
-    "                                    OPERATOR(pg_catalog.+) (h.lease OPERATOR(pg_catalog./) 2))))" \
+    "   WHERE j.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT h.id FROM h WHERE h.renews))" \
     "   ORDER BY j.id FOR NO KEY UPDATE OF j" \
     "), renew AS (" \
-    "  UPDATE skipq.jobs j SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) h.lease" \
+    "  UPDATE skipq.jobs j" \
+    "     SET lease_expires_at = h.now OPERATOR(pg_catalog.+) (h.ends OPERATOR(pg_catalog.-) h.started)" \
     "    FROM lk JOIN h ON h.id OPERATOR(pg_catalog.=) lk.id" \
     "   WHERE j.id OPERATOR(pg_catalog.=) lk.id AND lk.status OPERATOR(pg_catalog.=) 'running'" \
     "     AND lk.eid OPERATOR(pg_catalog.=) h.eid" \
     "  RETURNING j.id" \
     ")" \
-    " SELECT 'c', h.id, h.eid, h.kind, h.payload, h.attempts, h.max_attempts, NULL FROM h" \
-    "  WHERE h.ends OPERATOR(pg_catalog.>=) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+)" \
-    "                                        (h.lease OPERATOR(pg_catalog./) 2))" \
-    "     OR h.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM renew))" \
+    /* What is left of the lease, in ms, when it is not renewed. */ \
+    " SELECT 'c', h.id, h.eid, h.kind, h.payload, h.attempts, h.max_attempts," \
+    "        CASE WHEN NOT h.renews THEN pg_catalog.ceil(pg_catalog.date_part('epoch'," \
+    "             h.ends OPERATOR(pg_catalog.-) h.now) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8 END" \
+    "   FROM h" \
+    "  WHERE NOT h.renews OR h.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT id FROM renew))" \
     "  ORDER BY h.id"
-static const char HANDED_SQL[] = HANDED_OF("j.id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.int8[])");
+static const char HANDED_SQL[] = HANDED_OF("j.id OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.int8[])", "");
 static const char HANDED_ANY_SQL[] =
     HANDED_OF("j.status OPERATOR(pg_catalog.=) 'running' AND j.locked_by OPERATOR(pg_catalog.=) $1"
-              " AND $2::pg_catalog.int8[] IS NOT NULL");
+              " AND $2::pg_catalog.int8[] IS NOT NULL",
+              " AND c.started OPERATOR(pg_catalog.>=) $5::pg_catalog.timestamptz");
 
 /*
  * Fencing read-backs, asked only on rare paths (so sent unnamed, never
@@ -929,6 +939,7 @@ static bool read_claimed(const PGresult *res, int row, int col, struct sq_claime
     c->payload = dup_n(PQgetvalue(res, row, col + 3), c->payload_len);
     c->attempt = atoi(PQgetvalue(res, row, col + 4));
     c->max_attempts = atoi(PQgetvalue(res, row, col + 5));
+    c->lease_ms = PQgetisnull(res, row, col + 6) ? 0 : strtoll(PQgetvalue(res, row, col + 6), NULL, 10);
     return c->kind && c->payload;
 }
 
@@ -1397,8 +1408,8 @@ bool sq_queue_committed_done(PGconn *conn, int64_t id, int64_t execution_id)
     return done;
 }
 
-static enum sq_waiter waiter_answer(PGconn *conn, enum sq_stmt stmt, int n, const char *const *params, char *err,
-                                    size_t errlen)
+static enum sq_waiter waiter_answer(PGconn *conn, enum sq_stmt stmt, int n, const char *const *params,
+                                    char *since, size_t sincelen, char *err, size_t errlen)
 {
     PGresult *res = sq_db_check(conn, run_stmt(conn, stmt, n, params), err, errlen);
     if (!res)
@@ -1406,7 +1417,7 @@ static enum sq_waiter waiter_answer(PGconn *conn, enum sq_stmt stmt, int n, cons
     static const struct {
         const char *word;
         enum sq_waiter w;
-    } words[] = {{"kept", SQ_WAITER_KEPT},     {"new", SQ_WAITER_NEW},   {"busy", SQ_WAITER_BUSY},
+    } words[] = {{"kept", SQ_WAITER_KEPT},       {"new", SQ_WAITER_NEW},   {"busy", SQ_WAITER_BUSY},
                  {"removed", SQ_WAITER_REMOVED}, {"gone", SQ_WAITER_GONE}};
     enum sq_waiter w = SQ_WAITER_ERROR;
     const char *v = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
@@ -1415,27 +1426,30 @@ static enum sq_waiter waiter_answer(PGconn *conn, enum sq_stmt stmt, int n, cons
             w = words[i].w;
     if (w == SQ_WAITER_ERROR)
         snprintf(err, errlen, "unexpected answer \"%s\" from %s", v, statements[stmt].name);
+    if (since)
+        snprintf(since, sincelen, "%s", PQntuples(res) == 1 && PQnfields(res) > 1 ? PQgetvalue(res, 0, 1) : "");
     PQclear(res);
     return w;
 }
 
-enum sq_waiter sq_queue_waiter_set(PGconn *conn, const char *worker, const char *queue, const char *kinds_array,
-                                   const char *leases_array, int64_t valid_ms, char *err, size_t errlen)
+enum sq_waiter sq_queue_waiter_set(PGconn *conn, const char *worker, const char *host, const char *queue,
+                                   const char *kinds_array, const char *leases_array, int64_t valid_ms, char *since,
+                                   size_t sincelen, char *err, size_t errlen)
 {
     char valid[24];
     snprintf(valid, sizeof valid, "%" PRId64, valid_ms);
-    const char *params[5] = {worker, queue, kinds_array, leases_array, valid};
-    return waiter_answer(conn, SQ_STMT_WAITER_SET, 5, params, err, errlen);
+    const char *params[6] = {worker, host, queue, kinds_array, leases_array, valid};
+    return waiter_answer(conn, SQ_STMT_WAITER_SET, 6, params, since, sincelen, err, errlen);
 }
 
-enum sq_waiter sq_queue_waiter_unset(PGconn *conn, const char *worker, char *err, size_t errlen)
+enum sq_waiter sq_queue_waiter_unset(PGconn *conn, const char *worker, bool wait, char *err, size_t errlen)
 {
-    const char *params[1] = {worker};
-    return waiter_answer(conn, SQ_STMT_WAITER_UNSET, 1, params, err, errlen);
+    const char *params[2] = {worker, wait ? "true" : "false"};
+    return waiter_answer(conn, SQ_STMT_WAITER_UNSET, 2, params, NULL, 0, err, errlen);
 }
 
-int sq_queue_handed(PGconn *conn, const char *worker, const int64_t *ids, size_t nids, const int64_t *held,
-                    size_t nheld, struct sq_claimed *out, int cap, char *err, size_t errlen)
+int sq_queue_handed(PGconn *conn, const char *worker, const int64_t *ids, size_t nids, const char *since,
+                    const int64_t *held, size_t nheld, struct sq_claimed *out, int cap, char *err, size_t errlen)
 {
     char *a = ids ? sq_int8_array(ids, nids) : sq_int8_array(held, 0);
     char *b = sq_int8_array(held, nheld);
@@ -1447,8 +1461,9 @@ int sq_queue_handed(PGconn *conn, const char *worker, const int64_t *ids, size_t
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    const char *params[4] = {worker, a, b, lim};
-    res = sq_db_check(conn, run_stmt(conn, ids ? SQ_STMT_HANDED : SQ_STMT_HANDED_ANY, 4, params), err, errlen);
+    const char *params[5] = {worker, a, b, lim, since};
+    res = sq_db_check(conn, run_stmt(conn, ids ? SQ_STMT_HANDED : SQ_STMT_HANDED_ANY, ids ? 4 : 5, params), err,
+                      errlen);
     if (!res)
         goto out;
     n = 0;

@@ -17,6 +17,7 @@ struct sq_claimed {
     size_t payload_len;
     int attempt;
     int max_attempts;
+    int64_t lease_ms; /* what is left of its lease when less than its kind's (a hand-over); 0: a whole one */
 };
 
 /* Prepare every statement on a fresh session (nothing to do when unnamed). */
@@ -137,9 +138,9 @@ int sq_queue_recover(PGconn *conn, const char *worker, const int64_t *held, size
 int sq_queue_give_back(PGconn *conn, const char *worker, const int64_t *held, size_t n, const char *why, char *err,
                        size_t errlen);
 
-/* Hand-over at enqueue (sql/060_handoff.sql): an idle worker registers
- * as waiting for jobs of `kinds_array` (with their leases, as for a claim)
- * in `queue` for valid_ms, and takes its registration back when it claims
+/* Hand-over at enqueue (sql/060_handoff.sql): an idle worker of `host`
+ * (its skipq.hosts id) registers as waiting for jobs of `kinds_array` (with
+ * their leases, as for a claim) in `queue` for valid_ms, and takes its registration back when it claims
  * work of its own. What became of the registration: */
 enum sq_waiter {
     SQ_WAITER_ERROR = -1,
@@ -149,15 +150,22 @@ enum sq_waiter {
     SQ_WAITER_REMOVED, /* unset: removed */
     SQ_WAITER_GONE     /* unset: there was none */
 };
-enum sq_waiter sq_queue_waiter_set(PGconn *conn, const char *worker, const char *queue, const char *kinds_array,
-                                   const char *leases_array, int64_t valid_ms, char *err, size_t errlen);
-enum sq_waiter sq_queue_waiter_unset(PGconn *conn, const char *worker, char *err, size_t errlen);
+/* Set: `since` (sincelen bytes) receives when the registration began, as
+ * the database prints a timestamptz ("" when busy). */
+enum sq_waiter sq_queue_waiter_set(PGconn *conn, const char *worker, const char *host, const char *queue,
+                                   const char *kinds_array, const char *leases_array, int64_t valid_ms, char *since,
+                                   size_t sincelen, char *err, size_t errlen);
+/* Unset; with wait, a row a commit holds is waited for (up to 5 s). */
+enum sq_waiter sq_queue_waiter_unset(PGconn *conn, const char *worker, bool wait, char *err, size_t errlen);
 /* The jobs an enqueue handed to `worker`, read into out[0..cap) as a claim
- * would: those of ids[0..nids) or, with ids NULL, every one, in both cases
- * except the nheld jobs in `held`. A job whose lease is more than half gone
- * gets a whole lease again first (fenced). Returns the count, -1 on error. */
-int sq_queue_handed(PGconn *conn, const char *worker, const int64_t *ids, size_t nids, const int64_t *held,
-                    size_t nheld, struct sq_claimed *out, int cap, char *err, size_t errlen);
+ * would, except the nheld jobs in `held`: those of ids[0..nids) or, with
+ * ids NULL, every job running under its name whose attempt started at
+ * `since` or later (when it registered: jobs it held before are not
+ * hand-overs). A job whose lease is more than half gone gets a whole lease
+ * again first (fenced); one with less than a whole lease left says so in
+ * lease_ms. Returns the count, -1 on error. */
+int sq_queue_handed(PGconn *conn, const char *worker, const int64_t *ids, size_t nids, const char *since,
+                    const int64_t *held, size_t nheld, struct sq_claimed *out, int cap, char *err, size_t errlen);
 
 /* A dead worker process's session may still be running its last
  * statement on the server (a backend notices its client is gone only when

@@ -611,7 +611,10 @@ static int64_t run_batch(struct sq_worker *w, PGconn **connp, uint32_t *seed, st
         struct sq_kind *kr = kinds[k] = sq_kinds_find(h->kinds, claimed[k].kind);
         if (kr)
             atomic_fetch_add_explicit(&kr->n->claimed, 1, memory_order_relaxed);
-        sq_slot_take(w, k, &claimed[k], kr ? kr->index : -1, kr ? kr->lease_ms : h->cfg->lease_ms);
+        int64_t lease = kr ? kr->lease_ms : h->cfg->lease_ms;
+        if (claimed[k].lease_ms > 0 && claimed[k].lease_ms < lease)
+            lease = claimed[k].lease_ms; /* handed over with less than a whole lease left */
+        sq_slot_take(w, k, &claimed[k], kr ? kr->index : -1, lease);
     }
     int k = 0;
     int64_t t0 = sq_now_us();
@@ -686,7 +689,7 @@ void *sq_worker_main(void *arg)
          * recorded (their slots are the ones the handed jobs take). */
         bool handed = !stopping && sq_handoff_pending(w, &ho);
         if (handed && pend.o.n == 0) {
-            int n = sq_handoff_take(w, &ho, conn, NULL, 0, claimed, cap, err, sizeof err);
+            int n = sq_handoff_take(w, &ho, conn, claimed, cap, err, sizeof err);
             if (n > 0) {
                 run_batch(w, &conn, &seed, claimed, kinds, n, &pend);
                 continue;
@@ -705,7 +708,7 @@ void *sq_worker_main(void *arg)
         const char *leases_now = ck.kinds ? ck.leases : g->leases_array;
         if (!stopping && !claims && pend.o.n == 0) {
             /* Paused, with no outcome to record: nothing to send. */
-            sq_handoff_busy(w, &ho, conn);
+            sq_handoff_pause(w, &ho, conn);
             limit = next_limit(limit, 0, cap, 0);
             idle_wait(h, g, gen, &seed);
             continue;
@@ -741,10 +744,13 @@ void *sq_worker_main(void *arg)
             }
             continue;
         }
-        sq_handoff_busy(w, &ho, conn); /* before its own jobs run: no enqueue hands it more meanwhile */
-        limit = next_limit(limit, n, cap, run_batch(w, &conn, &seed, claimed, kinds, n, &pend));
+        /* Before its own jobs run: no enqueue hands it more meanwhile (and
+         * what one did joins this batch). */
+        int claimed_n = n;
+        n = sq_handoff_claimed(w, &ho, conn, claimed, n, cap);
+        limit = next_limit(limit, claimed_n, cap, run_batch(w, &conn, &seed, claimed, kinds, n, &pend));
     }
-    sq_handoff_exit(w, &ho, conn, pend.o.ids, pend.o.n);
+    sq_handoff_exit(w, &ho, conn);
     if (conn)
         sq_session_close(w, &conn);
     atomic_store(&w->live->connected, false);
