@@ -9,7 +9,7 @@
 -- claims each new runnable job for one registered thread, as a claim
 -- would, when it commits: it records the attempt in job_executions, marks
 -- the job running under that thread's name with the lease of its kind,
--- removes the registration and sends '!h JOB EXECUTION WORKER'. The thread
+-- takes the registration and sends '!h JOB EXECUTION WORKER'. The thread
 -- then only reads the job, fenced by its execution id; the enqueue's commit
 -- made the claim durable with the job.
 --
@@ -28,8 +28,9 @@
 -- host: a thread's row is used only while its host counts as alive
 -- (skipq.host_alive: a beat within three heartbeat intervals) and until
 -- `until`, as long again after the thread's or its host's last write. Each
--- beat (host_beat()) renews its threads' rows, and rows long past their term
--- are removed by the next registration. A job handed to a host that stopped
+-- beat (host_beat()) renews its threads' rows; a thread keeps its row for
+-- its life (updated in place), its host's stop removes it, and the rows of
+-- hosts dead for a while go with the next registration. A job handed to a host that stopped
 -- beating just before (frozen, cut off) waits for it to come back or for
 -- its lease to end, as for a host that stopped mid-job. A job handed over
 -- whose notification was lost (the host's listener was down at the commit)
@@ -58,8 +59,10 @@ CREATE TABLE skipq.waiting (
     queue  text        NOT NULL,
     kinds  text[]      NOT NULL,
     leases bigint[]    NOT NULL,
-    until  timestamptz NOT NULL,
-    since  timestamptz NOT NULL DEFAULT clock_timestamp(), -- when this registration began
+    -- A time: the thread waits, until then. NULL: it does not (it took its
+    -- registration back). -infinity: an enqueue took it, handing a job over.
+    until  timestamptz,
+    since  timestamptz NOT NULL DEFAULT now(), -- when the current registration began
     CHECK (cardinality(kinds) BETWEEN 1 AND 1000 AND cardinality(kinds) = cardinality(leases))
 );
 
@@ -99,15 +102,23 @@ BEGIN
         RAISE EXCEPTION 'skipq.waiter_set: every lease must be 1 ms to 10 years' USING ERRCODE = '22023';
     END IF;
     BEGIN
-        -- Rows of threads gone for a while (a host killed, not stopped).
-        DELETE FROM skipq.waiting x WHERE x.until < clock_timestamp() - interval '10 minutes';
+        -- Rows of threads of hosts gone for a while (killed, not stopped).
+        DELETE FROM skipq.waiting x
+         WHERE (x.until IS NULL OR x.until < clock_timestamp() - interval '10 minutes')
+           AND NOT EXISTS (SELECT FROM skipq.hosts h WHERE h.id = x.host
+                              AND skipq.host_alive(h.heartbeat_at, h.heartbeat_ms));
+        -- A thread keeps its row for its life: each change is an update of
+        -- columns no index holds, which PostgreSQL makes in place (HOT) and
+        -- prunes as it goes, where a row per registration left as many dead
+        -- rows and index entries for the next vacuum.
         INSERT INTO skipq.waiting AS x (worker, host, queue, kinds, leases, until)
         VALUES (waiter_set.worker, waiter_set.host, waiter_set.queue, waiter_set.kinds, waiter_set.leases,
                 clock_timestamp() + waiter_set.valid_ms * interval '1 millisecond')
         ON CONFLICT ON CONSTRAINT waiting_pkey DO UPDATE
            SET host = excluded.host, queue = excluded.queue, kinds = excluded.kinds, leases = excluded.leases,
-               until = excluded.until
-        RETURNING x.xmax = 0, x.since INTO fresh, began;
+               until = excluded.until,
+               since = CASE WHEN x.until IS NULL OR x.until = '-infinity' THEN now() ELSE x.since END
+        RETURNING x.since = now(), x.since INTO fresh, began;
     EXCEPTION WHEN lock_not_available THEN
         RETURN QUERY SELECT 'busy', NULL::timestamptz;
         RETURN;
@@ -131,8 +142,28 @@ BEGIN
     IF wait THEN
         PERFORM set_config('lock_timeout', '5s', true);
     END IF;
-    DELETE FROM skipq.waiting x WHERE x.worker = waiter_unset.worker;
+    UPDATE skipq.waiting x SET until = NULL
+     WHERE x.worker = waiter_unset.worker AND x.until IS DISTINCT FROM '-infinity';
     RETURN CASE WHEN FOUND THEN 'removed' ELSE 'gone' END;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN 'busy';
+END
+$$;
+
+-- The worker's thread exits: its row goes. 'gone' if an enqueue had taken
+-- it (the thread gives back what it was handed), else 'removed'. Waits up to
+-- 5 s for a commit that holds the row.
+CREATE FUNCTION skipq.waiter_gone(worker text) RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+    was timestamptz;
+BEGIN
+    DELETE FROM skipq.waiting x WHERE x.worker = waiter_gone.worker RETURNING x.until INTO was;
+    RETURN CASE WHEN was = '-infinity' THEN 'gone' ELSE 'removed' END;
 EXCEPTION WHEN lock_not_available THEN
     RETURN 'busy';
 END
@@ -145,7 +176,8 @@ $$;
 -- insert whose transaction may stay open for long, and the waiting
 -- thread's row is held only for the moment of the commit. Rows live only
 -- inside their transaction.
-CREATE TABLE skipq.handoffs (
+-- Unlogged: its rows never outlive their transaction, so they need no WAL.
+CREATE UNLOGGED TABLE skipq.handoffs (
     job_id bigint PRIMARY KEY,
     queue  text   NOT NULL,
     kind   text   NOT NULL
@@ -201,7 +233,7 @@ BEGIN
        SET status = 'running', attempts = j.attempts + 1, locked_by = w.worker, current_execution_id = eid,
            lease_expires_at = at + w.ms * interval '1 millisecond'
      WHERE x.id = j.id;
-    DELETE FROM skipq.waiting x WHERE x.worker = w.worker;
+    UPDATE skipq.waiting x SET until = '-infinity' WHERE x.worker = w.worker;
     PERFORM pg_notify('skipq_jobs', '!h ' || j.id || ' ' || eid || ' ' || w.worker);
     RETURN NULL;
 END
@@ -218,48 +250,49 @@ AS $$
 DECLARE
     r record;
     queued bigint[] := '{}';
+    waiters bigint;
+    chosen bigint;
 BEGIN
-    -- Most inserts find nobody waiting: one look at a table of a few rows.
-    -- A transaction that has chosen as many jobs as threads wait does not
-    -- look again (one that enqueues row by row in a loop pays it once).
     -- Only under READ COMMITTED: at a higher isolation level the commit's
     -- SKIP LOCKED would fail on a waiter row changed since the snapshot
-    -- (each beat changes them), and with it the application's commit.
+    -- (each beat changes them), and with it the application's commit. A
+    -- transaction that has chosen as many jobs as threads wait does not
+    -- look again (one that enqueues row by row in a loop pays it once).
     IF current_setting('skipq.handoffs_full', true) IS DISTINCT FROM 'on'
-       AND current_setting('transaction_isolation') = 'read committed'
-       AND EXISTS (SELECT FROM skipq.waiting x WHERE x.until > clock_timestamp()) THEN
-        WITH g AS (
-            SELECT q.queue, q.kind,
-                   c.waiters - (SELECT count(*) FROM skipq.handoffs h
-                                 WHERE h.queue = q.queue AND h.kind = q.kind) AS room
-              FROM (SELECT DISTINCT n.queue, n.kind FROM new_rows n
-                     WHERE n.status = 'pending' AND n.run_at <= now() AND n.ordering_key IS NULL) q
-             CROSS JOIN LATERAL (SELECT count(*) AS waiters FROM skipq.waiting x
-                                  WHERE x.queue = q.queue AND q.kind = ANY (x.kinds)
-                                    AND x.until > clock_timestamp()
-                                    AND EXISTS (SELECT FROM skipq.hosts h WHERE h.id = x.host
-                                                   AND skipq.host_alive(h.heartbeat_at, h.heartbeat_ms))) c
-             WHERE c.waiters > 0
-               AND NOT EXISTS (SELECT FROM skipq.kind_limits l WHERE l.kind = q.kind)
-               AND NOT EXISTS (SELECT FROM skipq.paused p
-                                WHERE (p.scope = 'queue' AND p.name = q.queue)
-                                   OR (p.scope = 'kind' AND p.name = q.kind))
-        ), ranked AS (
-            SELECT n.id, n.queue, n.kind,
-                   row_number() OVER (PARTITION BY n.queue, n.kind ORDER BY n.priority DESC, n.run_at, n.id) AS rank
-              FROM new_rows n
-             WHERE n.status = 'pending' AND n.run_at <= now() AND n.ordering_key IS NULL
-        ), picked AS (
-            SELECT k.id, k.queue, k.kind FROM ranked k JOIN g ON g.queue = k.queue AND g.kind = k.kind
-             WHERE k.rank <= g.room
-        ), ins AS (
-            INSERT INTO skipq.handoffs (job_id, queue, kind) SELECT id, queue, kind FROM picked ORDER BY id
-            RETURNING job_id
-        )
-        SELECT coalesce(array_agg(job_id), '{}') INTO queued FROM ins;
-        IF (SELECT count(*) FROM skipq.handoffs) >=
-           (SELECT count(*) FROM skipq.waiting x WHERE x.until > clock_timestamp()) THEN
-            PERFORM set_config('skipq.handoffs_full', 'on', true);
+       AND current_setting('transaction_isolation') = 'read committed' THEN
+        -- Most inserts find nobody waiting: one look at a table of a row
+        -- per thread.
+        SELECT count(*) INTO waiters FROM skipq.waiting x WHERE x.until > clock_timestamp();
+        IF waiters > 0 THEN
+            WITH g AS (
+                SELECT q.queue, q.kind, c.waiters
+                  FROM (SELECT DISTINCT n.queue, n.kind FROM new_rows n
+                         WHERE n.status = 'pending' AND n.run_at <= now() AND n.ordering_key IS NULL) q
+                 CROSS JOIN LATERAL (SELECT count(*) AS waiters FROM skipq.waiting x
+                                      WHERE x.queue = q.queue AND q.kind = ANY (x.kinds)
+                                        AND x.until > clock_timestamp()) c
+                 WHERE c.waiters > 0
+                   AND NOT EXISTS (SELECT FROM skipq.kind_limits l WHERE l.kind = q.kind)
+                   AND NOT EXISTS (SELECT FROM skipq.paused p
+                                    WHERE (p.scope = 'queue' AND p.name = q.queue)
+                                       OR (p.scope = 'kind' AND p.name = q.kind))
+            ), picked AS (
+                SELECT b.id, g.queue, g.kind FROM g CROSS JOIN LATERAL (
+                    SELECT n.id FROM new_rows n
+                     WHERE n.queue = g.queue AND n.kind = g.kind AND n.status = 'pending'
+                       AND n.run_at <= now() AND n.ordering_key IS NULL
+                     ORDER BY n.priority DESC, n.run_at, n.id LIMIT g.waiters) b
+            ), ins AS (
+                INSERT INTO skipq.handoffs (job_id, queue, kind) SELECT id, queue, kind FROM picked ORDER BY id
+                RETURNING job_id
+            )
+            SELECT coalesce(array_agg(job_id), '{}') INTO queued FROM ins;
+            chosen := coalesce(nullif(current_setting('skipq.handoffs_chosen', true), '')::bigint, 0)
+                      + cardinality(queued);
+            PERFORM set_config('skipq.handoffs_chosen', chosen::text, true);
+            IF chosen >= waiters THEN
+                PERFORM set_config('skipq.handoffs_full', 'on', true);
+            END IF;
         END IF;
     END IF;
     FOR r IN SELECT n.queue, bool_or(n.run_at <= now() AND NOT n.id = ANY (queued)) AS ready,
@@ -312,7 +345,7 @@ BEGIN
     -- passed over (it is handing that thread a job).
     UPDATE skipq.waiting w SET until = clock_timestamp() + 3 * host_beat.heartbeat_ms * interval '1 millisecond'
      WHERE w.worker IN (SELECT x.worker FROM skipq.waiting x
-                         WHERE x.host = host_beat.id
+                         WHERE x.host = host_beat.id AND x.until > '-infinity'
                          FOR UPDATE SKIP LOCKED);
 END
 $$;
@@ -336,4 +369,4 @@ AS $$
 $$;
 
 REVOKE EXECUTE ON FUNCTION skipq.waiter_set(text, text, text, text[], bigint[], bigint), skipq.waiter_unset(text, boolean),
-                            skipq.hand_off() FROM PUBLIC;
+                            skipq.waiter_gone(text), skipq.hand_off() FROM PUBLIC;

@@ -161,10 +161,10 @@ GRANT INSERT (kind, keep_done, set_by), UPDATE (keep_done, set_by, updated_at)
 GRANT EXECUTE ON FUNCTION skipq.finish_dropping(bigint[], bigint[]) TO skipq_worker;
 
 -- Idle threads wait in skipq.waiting for the enqueue to hand them a job
--- (060). Only through these two functions: with table privileges a worker
+-- (060). Only through these functions: with table privileges a worker
 -- role could LOCK the table, which every enqueue reads. Stats read it.
 REVOKE ALL ON skipq.waiting FROM skipq_worker;
 GRANT SELECT ON skipq.waiting TO skipq_worker, skipq_reader;
 GRANT EXECUTE ON FUNCTION skipq.waiter_set(text, text, text, text[], bigint[], bigint),
-                          skipq.waiter_unset(text, boolean)
+                          skipq.waiter_unset(text, boolean), skipq.waiter_gone(text)
     TO skipq_worker;

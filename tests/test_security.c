@@ -48,6 +48,7 @@ Test(security, privilege_matrix, .timeout = 120)
         "UPDATE skipq.settings SET value = '999999999'",
         "SELECT skipq.waiter_set('h:1:w0', 'h:1', 'default', '{test}', '{30000}', 5000)",
         "SELECT skipq.waiter_unset('h:1:w0', false)",
+        "SELECT skipq.waiter_gone('h:1:w0')",
         "SELECT * FROM skipq.waiting",
     };
     for (size_t i = 0; i < sizeof enqueuer_forbidden / sizeof *enqueuer_forbidden; i++)

@@ -499,7 +499,8 @@ Test(security_schema, a_worker_cannot_lock_skipq_tables_but_keeps_its_writes, .t
         " ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, updated_at = now()",
         "UPDATE skipq.cron_state SET last_tick = now(), updated_at = now() WHERE name = 'c'",
         "SELECT skipq.waiter_set('h:1:w0', 'h:1', 'default', '{test}', '{30000}', 5000)",
-        "SELECT skipq.waiter_unset('h:1:w0', false)"};
+        "SELECT skipq.waiter_unset('h:1:w0', false)",
+        "SELECT skipq.waiter_gone('h:1:w0')"};
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
         cr_expect_str_eq(th_sqlstate(w, allowed[i]), "", "the worker may not: %s: %s", allowed[i],
                          PQerrorMessage(w));

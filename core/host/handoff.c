@@ -217,14 +217,15 @@ int sq_handoff_take(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn, st
 
 void sq_handoff_exit(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn)
 {
-    if (!conn)
-        return;
-    bool had = ho->registered || sq_handoff_pending(w, ho);
-    if (ho->registered && unset(w, conn) != SQ_WAITER_ERROR)
-        ho->registered = false;
-    if (!had)
-        return;
+    if (!conn || !ho->since[0])
+        return; /* never registered: nothing can have been handed to it */
     char err[512];
+    enum sq_waiter r = sq_queue_waiter_gone(conn, w->ident, err, sizeof err);
+    if (r == SQ_WAITER_ERROR || r == SQ_WAITER_BUSY)
+        log_warn("%s: could not remove its registration as waiting for jobs (it lapses by itself): %s", w->name,
+                 r == SQ_WAITER_BUSY ? "held for 5 s by a commit" : err);
+    if (r != SQ_WAITER_GONE && r != SQ_WAITER_BUSY && !sq_handoff_pending(w, ho))
+        return;
     int n = sq_queue_give_back(conn, w->ident, NULL, 0, "interrupted: handed to a thread as its host stopped", err,
                                sizeof err);
     if (n > 0)

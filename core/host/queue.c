@@ -639,14 +639,17 @@ static const char RECOVER_SQL[] =
 /*
  * Hand-over at enqueue (sql/060_handoff.sql). An idle thread registers
  * through skipq.waiter_set() ($1 worker, $2 its host's id, $3 queue, $4
- * kinds, $5 their leases in ms, $6 how long the registration holds) and takes its row back
- * through skipq.waiter_unset() when it claims work of its own. Both answer
- * in a word (see the migration), and neither waits on an enqueue's lock.
+ * kinds, $5 their leases in ms, $6 how long the registration holds), takes
+ * it back through skipq.waiter_unset() ($2: wait for a commit that holds
+ * it) when it claims work of its own, and removes its row through
+ * skipq.waiter_gone() as it exits. Each answers in a word (see the
+ * migration); none waits on an application's open transaction.
  */
 static const char WAITER_SET_SQL[] =
     "SELECT answer, since FROM skipq.waiter_set($1, $2, $3, $4::pg_catalog.text[], $5::pg_catalog.int8[],"
     " $6::pg_catalog.int8)";
 static const char WAITER_UNSET_SQL[] = "SELECT skipq.waiter_unset($1, $2::pg_catalog.bool)";
+static const char WAITER_GONE_SQL[] = "SELECT skipq.waiter_gone($1)";
 
 /*
  * The jobs an enqueue handed to worker $1: `c` finds the candidates, `h`
@@ -748,6 +751,7 @@ enum sq_stmt {
     SQ_STMT_CLAIM_NEXT,
     SQ_STMT_WAITER_SET,
     SQ_STMT_WAITER_UNSET,
+    SQ_STMT_WAITER_GONE,
     SQ_STMT_HANDED,
     SQ_STMT_HANDED_ANY,
     SQ_STMT_EXECUTION_STATUS,
@@ -778,6 +782,7 @@ static const struct {
     [SQ_STMT_CLAIM_NEXT] = {"sq_claim_next", CLAIM_NEXT_SQL, false},
     [SQ_STMT_WAITER_SET] = {"sq_waiter_set", WAITER_SET_SQL, false},
     [SQ_STMT_WAITER_UNSET] = {"sq_waiter_unset", WAITER_UNSET_SQL, false},
+    [SQ_STMT_WAITER_GONE] = {"sq_waiter_gone", WAITER_GONE_SQL, true},
     [SQ_STMT_HANDED] = {"sq_handed", HANDED_SQL, false},
     [SQ_STMT_HANDED_ANY] = {"sq_handed_any", HANDED_ANY_SQL, true},
     [SQ_STMT_EXECUTION_STATUS] = {"sq_execution_status", EXECUTION_STATUS_SQL, true},
@@ -1446,6 +1451,12 @@ enum sq_waiter sq_queue_waiter_unset(PGconn *conn, const char *worker, bool wait
 {
     const char *params[2] = {worker, wait ? "true" : "false"};
     return waiter_answer(conn, SQ_STMT_WAITER_UNSET, 2, params, NULL, 0, err, errlen);
+}
+
+enum sq_waiter sq_queue_waiter_gone(PGconn *conn, const char *worker, char *err, size_t errlen)
+{
+    const char *params[1] = {worker};
+    return waiter_answer(conn, SQ_STMT_WAITER_GONE, 1, params, NULL, 0, err, errlen);
 }
 
 int sq_queue_handed(PGconn *conn, const char *worker, const int64_t *ids, size_t nids, const char *since,

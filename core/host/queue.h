@@ -157,6 +157,8 @@ enum sq_waiter sq_queue_waiter_set(PGconn *conn, const char *worker, const char 
                                    size_t sincelen, char *err, size_t errlen);
 /* Unset; with wait, a row a commit holds is waited for (up to 5 s). */
 enum sq_waiter sq_queue_waiter_unset(PGconn *conn, const char *worker, bool wait, char *err, size_t errlen);
+/* The worker exits: its row goes (GONE: a job had been handed to it). */
+enum sq_waiter sq_queue_waiter_gone(PGconn *conn, const char *worker, char *err, size_t errlen);
 /* The jobs an enqueue handed to `worker`, read into out[0..cap) as a claim
  * would, except the nheld jobs in `held`: those of ids[0..nids) or, with
  * ids NULL, every job running under its name whose attempt started at
