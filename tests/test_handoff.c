@@ -379,3 +379,31 @@ Test(handoff, an_enqueue_above_read_committed_is_left_to_the_claim, .timeout = 1
     cr_expect_eq(host_stop(&h, 15000), 0);
     th_check_invariants(db.conn);
 }
+
+Test(handoff, handoff_off_leaves_every_job_to_the_claim, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    const char *ledger = th_tmp_path("handoff9.ledger");
+    struct host h = {.name = "handoff9"};
+    h.ini = th_host_ini(&db, h.name, "handoff = off\n", ledger, "[queue default]\nthreads = 2\n");
+    host_start(&h);
+    struct host *hs[] = {&h};
+    cr_assert_geq(th_wait_at_least(db.conn, 4, 30000, 20, hs, 1,
+                                   "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'skipq'"
+                                   " AND datname = current_database()"),
+                  4, "the host did not connect");
+    usleep(300 * 1000); /* idle, and would have registered by now */
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.waiting"), 0, "a thread registered with handoff = off");
+    PGconn *app = th_connect(&db);
+    th_execf(app, "BEGIN");
+    long long id = enqueue_sql(app, "'test'");
+    hand_over_now(app);
+    cr_expect_eq(status_is(app, id, "pending"), 1);
+    th_execf(app, "COMMIT");
+    cr_assert_eq(th_wait_at_least(db.conn, 1, 30000, 20, hs, 1, DONE_SQL), 1, "the job was not claimed");
+    cr_expect(th_wait_ledger(ledger, 1, 5000));
+    PQfinish(app);
+    cr_expect_eq(host_stop(&h, 15000), 0);
+    th_check_invariants(db.conn);
+}

@@ -116,6 +116,7 @@ struct sq_config {
     int64_t reply_timeout_ms; /* a worker's or the heartbeat's call with no reply for this long is cut; 0: never */
     int log_level;
     bool synchronous_commit; /* false: SET synchronous_commit = off on skipq's sessions */
+    bool handoff;            /* idle threads take new jobs from the enqueue's commit (sql/060_handoff.sql) */
     int64_t claim_bytes;     /* most payload bytes one claim takes (always at least one job) */
     /* [retention]: delete finished jobs older than these (0: keep) */
     int64_t keep_done_ms, keep_dead_ms, keep_cancelled_ms;

@@ -9,9 +9,9 @@
  * the job for it, and the thread only reads it, fenced by its execution.
  *
  * DESIGN
- * - Who registers: a thread that runs its jobs itself (no handler pool),
- *   in the host process, of a group with no limited kind, while the
- *   host's listener is connected (a hand-over is announced by NOTIFY, and
+ * - Who registers ([host] handoff = on, the default): a thread that runs
+ *   its jobs itself (no handler pool), in the host process, of a group with
+ *   no limited kind, while the host's listener is connected (a hand-over is announced by NOTIFY, and
  *   without a listener the thread would learn of it only at its next poll).
  *   Every other thread claims as before, and so does everyone for the jobs
  *   the migration leaves to the claim.
@@ -56,7 +56,8 @@ static int64_t valid_ms(const struct sq_host *h)
 static bool suits(const struct sq_worker *w)
 {
     const struct sq_host *h = w->host;
-    return w->handlers == 1 && !h->in_child && h->listener_started && atomic_load(&h->listener_connected) &&
+    return sq_host_config(h)->handoff && w->handlers == 1 && !h->in_child && h->listener_started &&
+           atomic_load(&h->listener_connected) &&
            !atomic_load(&w->group->limited) && !atomic_load(&h->stopping);
 }
 
