@@ -39,6 +39,18 @@ static void start_waiting(struct th_db *db, struct host *h, const char *ledger, 
                  "the host's %d idle threads did not register as waiting", threads);
 }
 
+/* The test's one job is done and its handler ran once; the host stops
+ * cleanly and leaves the tables as they must be. */
+static void one_job_ran_once(struct th_db *db, struct host *h, const char *ledger, const char *what)
+{
+    struct host *hs[] = {h};
+    cr_assert_eq(th_wait_at_least(db->conn, 1, 30000, 20, hs, 1, DONE_SQL), 1, "%s", what);
+    cr_expect(th_wait_ledger(ledger, 1, 5000));
+    cr_expect_eq(th_read_ledger(ledger, NULL), 1, "the job ran more than once");
+    cr_expect_eq(host_stop(h, 15000), 0);
+    th_check_invariants(db->conn);
+}
+
 static long long status_is(PGconn *c, long long id, const char *status)
 {
     return th_scalarf(c, "SELECT count(*) FROM skipq.jobs WHERE id = %lld AND status = '%s'", id, status);
@@ -194,16 +206,11 @@ Test(handoff, a_job_whose_enqueue_stayed_open_past_its_lease_runs_once, .timeout
     long long id = enqueue_sql(app, "'test', '{\"sleep_ms\": 1000}'");
     usleep(4000 * 1000);
     th_execf(app, "COMMIT");
-    struct host *hs[] = {&h};
-    cr_assert_eq(th_wait_at_least(db.conn, 1, 30000, 20, hs, 1, DONE_SQL), 1, "the handed job never finished");
+    PQfinish(app);
+    one_job_ran_once(&db, &h, ledger, "the handed job never finished");
     cr_expect_eq(status_is(db.conn, id, "done"), 1);
     cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 1,
                  "the lease had run out at the commit: the job was taken from its thread");
-    cr_expect(th_wait_ledger(ledger, 1, 5000));
-    cr_expect_eq(th_read_ledger(ledger, NULL), 1);
-    PQfinish(app);
-    cr_expect_eq(host_stop(&h, 15000), 0);
-    th_check_invariants(db.conn);
 }
 
 Test(handoff, a_hand_over_nobody_announced_runs_long_before_its_lease_ends, .timeout = 120)
@@ -371,13 +378,8 @@ Test(handoff, an_enqueue_above_read_committed_is_left_to_the_claim, .timeout = 1
     cr_expect_eq(status_is(app, id, "pending"), 1, "a repeatable-read enqueue handed its job over");
     th_execf(db.conn, "UPDATE skipq.waiting SET until = until"); /* as a beat would, meanwhile */
     th_execf(app, "COMMIT");
-    struct host *hs[] = {&h};
-    cr_assert_eq(th_wait_at_least(db.conn, 1, 30000, 20, hs, 1, DONE_SQL), 1, "the job was not claimed");
-    cr_expect(th_wait_ledger(ledger, 1, 5000));
-    cr_expect_eq(th_read_ledger(ledger, NULL), 1);
     PQfinish(app);
-    cr_expect_eq(host_stop(&h, 15000), 0);
-    th_check_invariants(db.conn);
+    one_job_ran_once(&db, &h, ledger, "the job was not claimed");
 }
 
 Test(handoff, handoff_off_leaves_every_job_to_the_claim, .timeout = 120)
@@ -401,9 +403,6 @@ Test(handoff, handoff_off_leaves_every_job_to_the_claim, .timeout = 120)
     hand_over_now(app);
     cr_expect_eq(status_is(app, id, "pending"), 1);
     th_execf(app, "COMMIT");
-    cr_assert_eq(th_wait_at_least(db.conn, 1, 30000, 20, hs, 1, DONE_SQL), 1, "the job was not claimed");
-    cr_expect(th_wait_ledger(ledger, 1, 5000));
     PQfinish(app);
-    cr_expect_eq(host_stop(&h, 15000), 0);
-    th_check_invariants(db.conn);
+    one_job_ran_once(&db, &h, ledger, "the job was not claimed");
 }
