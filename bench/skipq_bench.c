@@ -101,6 +101,7 @@ static struct {
     bool keep;
     const char *isolation; /* [queue] isolation of every host: thread or process */
     const char *keep_done; /* [kind noop] keep_done of the drain hosts: "on", "off", or NULL (not set) */
+    const char *handoff;   /* [host] handoff of the latency host: "on", "off", or NULL (not set) */
 } opt = {
     .modes = MODE_ENQUEUE | MODE_DRAIN | MODE_LATENCY | MODE_CEILING | MODE_AGING,
     .jobs = 20000,
@@ -133,6 +134,15 @@ static const char *keep_done_section(void)
     if (!opt.keep_done)
         return "";
     return strcmp(opt.keep_done, "off") == 0 ? "[kind noop]\nkeep_done = off\n" : "[kind noop]\nkeep_done = on\n";
+}
+
+/* The [host] line for --handoff: none unless it is given, so the same INI
+ * runs builds older than the key. */
+static const char *handoff_line(void)
+{
+    if (!opt.handoff)
+        return "";
+    return strcmp(opt.handoff, "off") == 0 ? "handoff = off\n" : "handoff = on\n";
 }
 
 /* Above every job and execution so far: ids a drain's jobs get are above
@@ -1219,10 +1229,10 @@ static void mode_latency(void)
     unlink(ledger);
     int len = snprintf(body, sizeof body,
                        "[database]\nurl = %s\n\n"
-                       "[host]\npoll_interval = 1s\nlog_level = warn\nshutdown_grace = 5s\n\n"
+                       "[host]\npoll_interval = 1s\nlog_level = warn\nshutdown_grace = 5s\n%s\n"
                        "[plugin probe]\npath = %s/probe.so\nledger = %s\n\n"
                        "[queue default]\nthreads = %ld\nbatch = 1\nkinds = probe\n%s",
-                       g.conninfo, SKIPQ_BENCH_PLUGIN_DIR, ledger, opt.threads, isolation_line());
+                       g.conninfo, handoff_line(), SKIPQ_BENCH_PLUGIN_DIR, ledger, opt.threads, isolation_line());
     if (len < 0 || (size_t)len >= sizeof body)
         die("INI too long");
     write_file(ini, body, 0600);
@@ -1710,10 +1720,10 @@ static void write_json(FILE *f)
 {
     fputs("{\n  \"params\": {", f);
     fprintf(f, "\"jobs\": %ld, \"threads\": %ld, \"hosts\": %ld, \"batch\": %ld, \"isolation\": \"%s\", "
-               "\"keep_done\": \"%s\", \"latency_jobs\": %ld, \"ceiling_seconds\": %ld, \"repeat\": %ld, "
-               "\"aging_rows\": [",
+               "\"keep_done\": \"%s\", \"handoff\": \"%s\", \"latency_jobs\": %ld, \"ceiling_seconds\": %ld, "
+               "\"repeat\": %ld, \"aging_rows\": [",
             opt.jobs, opt.threads, opt.hosts, opt.batch, opt.isolation, opt.keep_done ? opt.keep_done : "not set",
-            opt.latency_jobs, opt.ceiling_seconds, opt.repeat);
+            opt.handoff ? opt.handoff : "not set", opt.latency_jobs, opt.ceiling_seconds, opt.repeat);
     for (int i = 0; i < opt.naging; i++)
         fprintf(f, "%s%ld", i ? ", " : "", opt.aging_rows[i]);
     fputs("], \"modes\": [", f);
@@ -1902,8 +1912,7 @@ static const char USAGE[] =
     "                   [--threads T] [--hosts H] [--batch B] [--latency-jobs N] [--ceiling-seconds S]\n"
     "                   [--aging-rows R1,R2,...] [--churn-minutes M] [--churn-rate N] [--churn-report S]\n"
     "                   [--churn-retain S] [--isolation thread|process] [--keep-done on|off] [--repeat N]\n"
-    "                   [--json FILE]\n"
-    "                   [--timeout S] [--keep]\n"
+    "                   [--handoff on|off] [--json FILE] [--timeout S] [--keep]\n"
     "\n"
     "  --db CONNINFO        server to use (URI or conninfo; needs CREATEDB). Default: start a\n"
     "                       throwaway PostgreSQL with scripts/pg.sh under /tmp/skipq-bench-PID\n"
@@ -1924,6 +1933,7 @@ static const char USAGE[] =
     "                       of the --threads a worker process\n"
     "  --keep-done on|off   [kind noop] keep_done of the drain, aging and churn hosts (default: not\n"
     "                       set, so done jobs stay in skipq.jobs)\n"
+    "  --handoff on|off     [host] handoff of the latency host (default: not set, so on)\n"
     "  --repeat N           drains per drain/aging measurement, median reported (default 1)\n"
     "  --json FILE          also write the JSON report to FILE\n"
     "  --timeout S          give up when a drain takes longer (default 600)\n"
@@ -1947,7 +1957,8 @@ static long parse_long(const char *name, const char *s, long min, long max)
 static void parse_args(int argc, char **argv)
 {
     enum { O_DB = 256, O_MODES, O_JOBS, O_THREADS, O_HOSTS, O_BATCH, O_LAT, O_CEIL, O_AGING, O_JSON, O_TIMEOUT, O_KEEP,
-           O_CHURN_MIN, O_CHURN_RATE, O_CHURN_REPORT, O_CHURN_RETAIN, O_REPEAT, O_ISOLATION, O_KEEP_DONE };
+           O_CHURN_MIN, O_CHURN_RATE, O_CHURN_REPORT, O_CHURN_RETAIN, O_REPEAT, O_ISOLATION, O_KEEP_DONE,
+           O_HANDOFF };
     static const struct option longopts[] = {
         {"db", required_argument, NULL, O_DB},
         {"modes", required_argument, NULL, O_MODES},
@@ -1968,6 +1979,7 @@ static void parse_args(int argc, char **argv)
         {"repeat", required_argument, NULL, O_REPEAT},
         {"isolation", required_argument, NULL, O_ISOLATION},
         {"keep-done", required_argument, NULL, O_KEEP_DONE},
+        {"handoff", required_argument, NULL, O_HANDOFF},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -2070,6 +2082,13 @@ static void parse_args(int argc, char **argv)
                 exit(2);
             }
             opt.keep_done = optarg;
+            break;
+        case O_HANDOFF:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "skipq-bench: --handoff: \"%s\" is not on or off\n%s", optarg, USAGE);
+                exit(2);
+            }
+            opt.handoff = optarg;
             break;
         case 'h':
             fputs(USAGE, stdout);
