@@ -126,6 +126,10 @@ void sq_host_handed(struct sq_host *h, const char *ident, int64_t id)
     }
 }
 
+/* The listener may have missed hand-overs (it reconnected): every thread
+ * that can hold a registration looks for jobs under its name. A worker
+ * with a handler pool never registers (handoff.c), and never reads the
+ * flag, so it is left asleep. */
 void sq_host_handed_lost(struct sq_host *h)
 {
     if (!atomic_load(&h->workers_built))
@@ -133,6 +137,8 @@ void sq_host_handed_lost(struct sq_host *h)
     pthread_mutex_lock(&h->lock);
     for (int i = 0; i < h->nworkers; i++) {
         struct sq_worker *w = &h->workers[i];
+        if (w->handlers != 1)
+            continue;
         w->handed_lost = true;
         atomic_store(&w->handed, true);
         pthread_cond_broadcast(&w->group->wake);
