@@ -207,8 +207,11 @@ int sq_handoff_take(struct sq_worker *w, struct sq_handoff *ho, PGconn *conn, st
         ho->look = any || nids > 0; /* try again once the session is back */
         return -1;
     }
-    if (n == cap)
-        ho->look = true; /* perhaps more than fit */
+    /* Perhaps more than fit: a look by name that filled the batch, or more
+     * ids announced than it holds. (All the ids it was given, read, leave
+     * nothing to look for: with batch = 1 every hand-over filled it.) */
+    if (n == cap && (any || nids > cap))
+        ho->look = true;
     if (n > 0 && !any)
         ho->registered = false; /* the enqueue removed its row */
     else if (n > 0)
