@@ -1954,6 +1954,16 @@ static long parse_long(const char *name, const char *s, long min, long max)
     return v;
 }
 
+/* s if it is "on" or "off"; otherwise a usage error naming the flag. */
+static const char *parse_on_off(const char *name, const char *s)
+{
+    if (strcmp(s, "on") != 0 && strcmp(s, "off") != 0) {
+        fprintf(stderr, "skipq-bench: %s: \"%s\" is not on or off\n%s", name, s, USAGE);
+        exit(2);
+    }
+    return s;
+}
+
 static void parse_args(int argc, char **argv)
 {
     enum { O_DB = 256, O_MODES, O_JOBS, O_THREADS, O_HOSTS, O_BATCH, O_LAT, O_CEIL, O_AGING, O_JSON, O_TIMEOUT, O_KEEP,
@@ -2077,18 +2087,10 @@ static void parse_args(int argc, char **argv)
             opt.isolation = optarg;
             break;
         case O_KEEP_DONE:
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "skipq-bench: --keep-done: \"%s\" is not on or off\n%s", optarg, USAGE);
-                exit(2);
-            }
-            opt.keep_done = optarg;
+            opt.keep_done = parse_on_off("--keep-done", optarg);
             break;
         case O_HANDOFF:
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "skipq-bench: --handoff: \"%s\" is not on or off\n%s", optarg, USAGE);
-                exit(2);
-            }
-            opt.handoff = optarg;
+            opt.handoff = parse_on_off("--handoff", optarg);
             break;
         case 'h':
             fputs(USAGE, stdout);
