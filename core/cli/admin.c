@@ -339,7 +339,7 @@ long sq_admin_cancel(PGconn *conn, const int64_t *ids, size_t n, char *err, size
                     "), e AS ("
                     "  UPDATE skipq.job_executions x SET status = 'cancelled', finished_at = pg_catalog.now(),"
                     "         error = 'cancelled by an operator'"
-                    "    FROM c WHERE x.id OPERATOR(pg_catalog.=) c.current_execution_id"
+                    "    FROM c WHERE x.job_id OPERATOR(pg_catalog.=) c.id AND x.id OPERATOR(pg_catalog.=) c.current_execution_id"
                     "     AND x.status OPERATOR(pg_catalog.=) 'running'"
                     "  RETURNING x.id"
                     ") SELECT (SELECT pg_catalog.count(*) FROM c), (SELECT pg_catalog.count(*) FROM e)",

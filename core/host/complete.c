@@ -40,11 +40,11 @@ static void count_outcome(struct sq_kind *k, PGconn *conn, const struct sq_claim
 {
     if (!k || r == SQ_COMPLETE_ERROR)
         return;
-    atomic_ulong *n = r == SQ_COMPLETE_DONE    ? &k->n->done
-                      : r == SQ_COMPLETE_RETRY ? &k->n->retried
-                      : r == SQ_COMPLETE_DEAD  ? &k->n->dead
-                      : sq_queue_cancelled(conn, c->execution_id) ? &k->n->cancelled
-                                                              : &k->n->fenced;
+    atomic_ulong *n = r == SQ_COMPLETE_DONE                              ? &k->n->done
+                      : r == SQ_COMPLETE_RETRY                           ? &k->n->retried
+                      : r == SQ_COMPLETE_DEAD                            ? &k->n->dead
+                      : sq_queue_cancelled(conn, c->id, c->execution_id) ? &k->n->cancelled
+                                                                         : &k->n->fenced;
     atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
 }
 
@@ -88,7 +88,7 @@ static enum sq_complete complete_autocommit(struct sq_worker *w, PGconn **connp,
                                  : sq_queue_fail(*connp, c->id, c->execution_id, out == SKIPQ_FAIL, delay_ms,
                                                  error, err, sizeof err);
         if (r == SQ_COMPLETE_FENCED && tries > 0)
-            return sq_queue_recorded(*connp, c->execution_id);
+            return sq_queue_recorded(*connp, c->id, c->execution_id);
         if (r != SQ_COMPLETE_ERROR)
             return r;
         bool lost = sq_db_conn_lost(*connp, NULL);
@@ -231,7 +231,7 @@ void sq_pending_report(struct sq_worker *w, PGconn *conn, const struct sq_pendin
     for (size_t i = 0; i < p->o.n; i++) {
         enum sq_complete r = (enum sq_complete)p->applied[i];
         if (r == SQ_COMPLETE_FENCED && p->retried)
-            r = sq_queue_recorded(conn, p->o.execs[i]);
+            r = sq_queue_recorded(conn, p->o.ids[i], p->o.execs[i]);
         sq_complete_log(p->kinds[i], conn, &p->jobs[i], r, p->o.errors[i] ? p->o.errors[i] : "");
         note_retry(w, r, p->o.delays[i], now);
     }

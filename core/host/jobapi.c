@@ -138,7 +138,8 @@ int sq_job_output(skipq_job *job, const char *json, size_t len)
 }
 
 static const char OUTPUT_SQL[] =
-    "UPDATE skipq.job_executions SET output = $2::pg_catalog.jsonb WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8";
+    "UPDATE skipq.job_executions SET output = $3::pg_catalog.jsonb"
+    " WHERE job_id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND id OPERATOR(pg_catalog.=) $2::pg_catalog.int8";
 
 PGconn *sq_job_session(struct sq_job_ctx *c)
 {
@@ -158,11 +159,12 @@ void sq_job_output_save(struct sq_job_ctx *c, PGconn *conn)
         return;
     if (!conn && c->lazy)
         conn = sq_job_session(c);
-    char id[24], err[512] = "the connection was lost";
-    snprintf(id, sizeof id, "%" PRId64, c->pub.execution_id);
-    const char *params[2] = {id, c->output};
+    char id[24], eid[24], err[512] = "the connection was lost";
+    snprintf(id, sizeof id, "%" PRId64, c->pub.id);
+    snprintf(eid, sizeof eid, "%" PRId64, c->pub.execution_id);
+    const char *params[3] = {id, eid, c->output};
     PGresult *res = conn && PQtransactionStatus(conn) == PQTRANS_IDLE
-                        ? sq_db_query(conn, OUTPUT_SQL, 2, params, err, sizeof err)
+                        ? sq_db_query(conn, OUTPUT_SQL, 3, params, err, sizeof err)
                         : NULL;
     if (!res)
         log_warn("job %" PRId64 ": could not record the handler's output: %s", c->pub.id, err);

@@ -114,7 +114,8 @@ static const char REAP_SQL[] =
     "), lost AS ("
     "  UPDATE skipq.job_executions e SET status = 'lost', finished_at = pg_catalog.now(),"
     "         error = 'lease expired: the worker stopped renewing it (crashed, hung or cut off)'"
-    "    FROM stale WHERE e.id OPERATOR(pg_catalog.=) stale.eid AND e.status OPERATOR(pg_catalog.=) 'running'"
+    "    FROM stale WHERE e.job_id OPERATOR(pg_catalog.=) stale.id AND e.id OPERATOR(pg_catalog.=) stale.eid"
+    "     AND e.status OPERATOR(pg_catalog.=) 'running'"
     "  RETURNING e.id)"
     " UPDATE skipq.jobs j"
     "    SET status = CASE WHEN stale.spent THEN 'dead' ELSE 'pending' END,"
@@ -145,7 +146,7 @@ static const char RELEASE_SQL[] =
     "  RETURNING j.id, h.eid)"
     " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = pg_catalog.now(),"
     "        error = 'interrupted: the host shut down before the handler finished'"
-    "   FROM r WHERE e.id OPERATOR(pg_catalog.=) r.eid"
+    "   FROM r WHERE e.job_id OPERATOR(pg_catalog.=) r.id AND e.id OPERATOR(pg_catalog.=) r.eid"
     " RETURNING e.id";
 
 /*
@@ -308,7 +309,7 @@ static const char RELEASE_SQL[] =
     "                       WHEN u.status OPERATOR(pg_catalog.=) 'dead' THEN 'dead' ELSE 'retry' END," \
     "         finished_at = pg_catalog.now()," \
     "         error = CASE WHEN u.status OPERATOR(pg_catalog.=) 'done' THEN NULL ELSE u.err END" \
-    "    FROM upd u WHERE e.id OPERATOR(pg_catalog.=) u.eid" \
+    "    FROM upd u WHERE e.job_id OPERATOR(pg_catalog.=) u.id AND e.id OPERATOR(pg_catalog.=) u.eid" \
     /* A crashed attempt reads as what became of its job: dead or retry. */ \
     "  RETURNING e.job_id, e.id," \
     "            CASE WHEN e.status OPERATOR(pg_catalog.<>) 'crashed' THEN e.status" \
@@ -633,7 +634,7 @@ static const char RECOVER_SQL[] =
     "    FROM lk WHERE j.id OPERATOR(pg_catalog.=) lk.id"
     "  RETURNING j.id, j.current_execution_id AS eid)"
     " UPDATE skipq.job_executions e SET status = 'interrupted', finished_at = pg_catalog.now(), error = $3"
-    "   FROM r WHERE e.id OPERATOR(pg_catalog.=) r.eid"
+    "   FROM r WHERE e.job_id OPERATOR(pg_catalog.=) r.id AND e.id OPERATOR(pg_catalog.=) r.eid"
     " RETURNING e.id";
 
 /*
@@ -678,7 +679,8 @@ static const char WAITER_GONE_SQL[] = "SELECT skipq.waiter_gone($1)";
     "WITH c AS MATERIALIZED (" \
     "  SELECT j.id, j.status, j.locked_by, j.current_execution_id AS eid, j.lease_expires_at AS ends," \
     "         (SELECT e.started_at FROM skipq.job_executions e" \
-    "           WHERE e.id OPERATOR(pg_catalog.=) j.current_execution_id) AS started," \
+    "           WHERE e.job_id OPERATOR(pg_catalog.=) j.id" \
+    "             AND e.id OPERATOR(pg_catalog.=) j.current_execution_id) AS started," \
     "         j.kind, j.payload::pg_catalog.text AS payload, j.attempts, j.max_attempts FROM skipq.jobs j" \
     "   WHERE " candidates \
     "), h AS MATERIALIZED (" \
@@ -724,7 +726,8 @@ static const char HANDED_ANY_SQL[] =
  * landed.
  */
 static const char EXECUTION_STATUS_SQL[] =
-    "SELECT status FROM skipq.job_executions WHERE id OPERATOR(pg_catalog.=) $1";
+    "SELECT status FROM skipq.job_executions"
+    " WHERE job_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2";
 /* A server process of our own role only (ending another role's would fail,
  * and is none of ours); false when it is still there after the wait. */
 static const char END_BACKEND_SQL[] =
@@ -1369,12 +1372,13 @@ int sq_queue_release(PGconn *conn, const int64_t *ids, const int64_t *execs, siz
 }
 
 /* An execution's status (as text into st), or false when it cannot be read. */
-static bool execution_status(PGconn *conn, int64_t execution_id, char *st, size_t stlen)
+static bool execution_status(PGconn *conn, int64_t id, int64_t execution_id, char *st, size_t stlen)
 {
-    char b[24];
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%" PRId64, id);
     snprintf(b, sizeof b, "%" PRId64, execution_id);
-    const char *params[1] = {b};
-    PGresult *res = run_stmt(conn, SQ_STMT_EXECUTION_STATUS, 1, params);
+    const char *params[2] = {a, b};
+    PGresult *res = run_stmt(conn, SQ_STMT_EXECUTION_STATUS, 2, params);
     bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
     if (ok)
         snprintf(st, stlen, "%s", PQgetvalue(res, 0, 0));
@@ -1382,10 +1386,10 @@ static bool execution_status(PGconn *conn, int64_t execution_id, char *st, size_
     return ok;
 }
 
-enum sq_complete sq_queue_recorded(PGconn *conn, int64_t execution_id)
+enum sq_complete sq_queue_recorded(PGconn *conn, int64_t id, int64_t execution_id)
 {
     char st[16];
-    if (!execution_status(conn, execution_id, st, sizeof st))
+    if (!execution_status(conn, id, execution_id, st, sizeof st))
         return SQ_COMPLETE_FENCED;
     return strcmp(st, "done") == 0    ? SQ_COMPLETE_DONE
            : strcmp(st, "retry") == 0 ? SQ_COMPLETE_RETRY
@@ -1393,12 +1397,12 @@ enum sq_complete sq_queue_recorded(PGconn *conn, int64_t execution_id)
                                       : SQ_COMPLETE_FENCED;
 }
 
-bool sq_queue_cancelled(PGconn *conn, int64_t execution_id)
+bool sq_queue_cancelled(PGconn *conn, int64_t id, int64_t execution_id)
 {
     char st[16];
     if (!conn || PQstatus(conn) != CONNECTION_OK)
         return false;
-    return execution_status(conn, execution_id, st, sizeof st) && strcmp(st, "cancelled") == 0;
+    return execution_status(conn, id, execution_id, st, sizeof st) && strcmp(st, "cancelled") == 0;
 }
 
 bool sq_queue_committed_done(PGconn *conn, int64_t id, int64_t execution_id)

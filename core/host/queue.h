@@ -92,8 +92,8 @@ enum sq_complete sq_queue_fail(PGconn *conn, int64_t id, int64_t execution_id, b
  * sq_queue_committed_done: after the connection died during COMMIT of a
  * handler's transaction: is this execution its job's done one?
  */
-enum sq_complete sq_queue_recorded(PGconn *conn, int64_t execution_id);
-bool sq_queue_cancelled(PGconn *conn, int64_t execution_id);
+enum sq_complete sq_queue_recorded(PGconn *conn, int64_t id, int64_t execution_id);
+bool sq_queue_cancelled(PGconn *conn, int64_t id, int64_t execution_id);
 bool sq_queue_committed_done(PGconn *conn, int64_t id, int64_t execution_id);
 
 /*
