@@ -589,8 +589,14 @@ Test(faults, sessions_that_cannot_write_are_made_again, .timeout = 120)
  * reconnects, a worker process is replaced, and the host goes on without a
  * restart. Every job then runs exactly once.
  *
- * A frozen backend may hold a lock the whole cluster needs: whatever
- * happens to the test, thaw_backends (its .fini) lets them go on.
+ * A backend stopped inside a statement may hold a lock the whole cluster
+ * needs: one stopped in a commit's WAL flush holds the WAL write lock, and
+ * every commit on the server, the test's own included, waits for it. So
+ * they are frozen only when all of them are between statements (freeze_idle
+ * stops them and lets them go again until they are). thaw_backends (the
+ * test's .fini) lets them go on when the test ends, and a timer started
+ * with the freeze does so 60 s later even when the test is killed on its
+ * timeout, which skips .fini and would leave every later test waiting.
  */
 static char frozen[1024];
 
@@ -599,6 +605,22 @@ static void thaw_backends(void)
     if (frozen[0])
         th_sh("kill -CONT %s 2>/dev/null; kill -TERM %s 2>/dev/null; true", frozen, frozen);
     frozen[0] = '\0';
+}
+
+static void freeze_idle(PGconn *c)
+{
+    th_sh("(sleep 60; kill -CONT %s) >/dev/null 2>&1 &", frozen);
+    for (int tries = 0;; tries++) {
+        th_sh("kill -STOP %s", frozen);
+        long long busy = th_scalarf(c, "SELECT count(*) FROM pg_stat_activity"
+                                       " WHERE pid = ANY (string_to_array('%s', ' ')::int[])"
+                                       "   AND state NOT IN ('idle', 'idle in transaction')", frozen);
+        if (busy == 0)
+            return;
+        th_sh("kill -CONT %s", frozen);
+        cr_assert_lt(tries, 500, "the host's backends were never all between statements at once");
+        usleep(10000);
+    }
 }
 
 Test(faults, a_database_call_with_no_reply_is_cut_after_reply_timeout, .timeout = 120, .fini = thaw_backends)
@@ -623,7 +645,7 @@ Test(faults, a_database_call_with_no_reply_is_cut_after_reply_timeout, .timeout 
                              " WHERE application_name = 'skipq' AND datname = current_database()");
     snprintf(frozen, sizeof frozen, "%s", pids);
     free(pids);
-    th_sh("kill -STOP %s", frozen);
+    freeze_idle(c);
     th_execf(c, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, 20)");
     long long done = th_wait_scalar(c, 20, 40000, DONE_SQL);
     thaw_backends();
