@@ -394,7 +394,12 @@ static bool others_hold(const struct part *pt, const struct part *x)
  * (parts_allowed):
  * - one that is not running with outcomes still to record (its cycle
  *   failed): at once;
- * - as many running as allowed: the first whose jobs are done;
+ * - as many running as allowed: the oldest whose jobs are done. Oldest,
+ *   not first in the array: on a busy machine parts 0 and 1 are often both
+ *   done by the time the session comes back, and picking by index left the
+ *   third part's outcomes unrecorded for up to 750 ms while its threads
+ *   sat idle -- and, measured as a slow part, it cut the parts allowed to
+ *   two (parts_allowed), which kept the pipeline short;
  * - fewer running, some free: the backlog was drained (a short claim), so
  *   wait for a running part's jobs -- but give up when new jobs are
  *   announced or a poll interval passes, as an idle thread would, and serve
@@ -409,8 +414,13 @@ static int next_part(struct part *pt, int cur, int allowed, unsigned long *seen,
     int idx[SQ_POOL_PARTS], n = 0, free_part = -1;
     for (int i = 0; i < SQ_POOL_PARTS; i++) {
         if (pt[i].active) {
-            running[n] = &pt[i].b;
-            idx[n++] = i;
+            int k = n++; /* insert by when it went into the pool, oldest first */
+            for (; k > 0 && pt[idx[k - 1]].start_us > pt[i].start_us; k--) {
+                running[k] = running[k - 1];
+                idx[k] = idx[k - 1];
+            }
+            running[k] = &pt[i].b;
+            idx[k] = i;
         } else if (pt[i].pend.o.n) {
             return i;
         } else if (free_part < 0) {
