@@ -397,8 +397,8 @@ static bool others_hold(const struct part *pt, const struct part *x)
  * - as many running as allowed: the oldest whose jobs are done. Oldest,
  *   not first in the array: on a busy machine parts 0 and 1 are often both
  *   done by the time the session comes back, and picking by index left the
- *   third part's outcomes unrecorded for up to 750 ms while its threads
- *   sat idle -- and, measured as a slow part, it cut the parts allowed to
+ *   third part's outcomes unrecorded (and its jobs' slots held) for up to
+ *   750 ms -- and, measured as a slow part, it cut the parts allowed to
  *   two (parts_allowed), which kept the pipeline short;
  * - fewer running, some free: the backlog was drained (a short claim), so
  *   wait for a running part's jobs -- but give up when new jobs are
