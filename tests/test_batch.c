@@ -5,7 +5,8 @@
  * the default `batch` a thread claims many quick jobs at once but slow
  * ones one at a time, so a backlog of slow jobs is shared between hosts;
  * a session shared by handler threads holds slow jobs two claims deep at
- * most.
+ * most, one per thread whatever the batch, and claims quick ones more
+ * than one per thread.
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -67,30 +68,74 @@ Test(batch, slow_jobs_are_shared_between_hosts_with_the_default_batch, .timeout 
     th_assert_clean_log(ini_b);
 }
 
-/* One session for four handler threads (batch 4), 24 jobs of 1.2 s: the
- * session claims ahead while its threads run, but once a claim has taken
- * longer than the claim budget it holds at most two claims (8 jobs) --
- * one running, one claimed ahead -- never a third that other hosts could
- * have started, even when it waits longer than a poll interval. */
+/* 24 jobs of 1.2 s for one session of four handler threads (`queue`, the
+ * host's [queue default] section): run them all, exactly once, and say how
+ * many the session held at once at most. */
+static long long most_held_of_slow_jobs(struct th_db *db, const char *host, const char *queue)
+{
+    th_execf(db->conn, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 1200}')) FROM generate_series(1, 24)");
+    char *ini = th_host_ini(db, host, NULL, NULL, queue);
+    pid_t pid = th_host_start(ini);
+    long long most = 0, done = 0;
+    for (int64_t deadline = th_now_ms() + 60000; done < 24 && th_now_ms() < deadline; usleep(50 * 1000)) {
+        long long held = th_scalar(db->conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'running'");
+        if (held > most)
+            most = held;
+        done = th_scalar(db->conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'");
+    }
+    cr_assert_eq(done, 24, "only %lld of the 24 slow jobs finished", done);
+    cr_expect_eq(th_host_stop(pid, 20000), 0);
+    cr_expect_eq(th_scalar(db->conn, "SELECT count(*) FROM skipq.job_executions"), 24);
+    th_check_invariants(db->conn);
+    th_assert_clean_log(ini);
+    return most;
+}
+
+/* batch 4: the session claims ahead while its threads run, but once a
+ * claim has taken longer than the claim budget it holds at most two claims
+ * (8 jobs) -- one running, one claimed ahead -- never a third that other
+ * hosts could have started, even when it waits longer than a poll
+ * interval. */
 Test(batch, slow_jobs_on_a_shared_session_are_held_at_most_two_claims_deep, .timeout = 120)
 {
     struct th_db db;
     th_db_new(&db);
-    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 1200}')) FROM generate_series(1, 24)");
-    char *ini = th_host_ini(&db, "deep", NULL, NULL, "[queue default]\nthreads = 4\nconnections = 1\nbatch = 4\n");
-    pid_t pid = th_host_start(ini);
-    long long most = 0, done = 0;
-    for (int64_t deadline = th_now_ms() + 60000; done < 24 && th_now_ms() < deadline; usleep(50 * 1000)) {
-        long long held = th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'running'");
-        if (held > most)
-            most = held;
-        done = th_scalar(db.conn, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'");
-    }
-    cr_assert_eq(done, 24, "only %lld of the 24 slow jobs finished", done);
-    cr_expect_eq(th_host_stop(pid, 20000), 0);
+    long long most = most_held_of_slow_jobs(&db, "deep", "[queue default]\nthreads = 4\nconnections = 1\nbatch = 4\n");
     cr_expect_leq(most, 8, "the session held %lld slow jobs at once for its 4 threads", most);
     cr_expect_geq(most, 4, "the session never held more than %lld jobs: its threads did not run side by side", most);
-    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 24);
+}
+
+/* The default batch (64), more than the session's four threads can start
+ * at once: slow jobs are still claimed no more than one per thread, two
+ * claims deep. */
+Test(batch, slow_jobs_on_a_shared_session_are_held_one_per_thread_whatever_the_batch, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    long long most = most_held_of_slow_jobs(&db, "wide", "[queue default]\nthreads = 4\nconnections = 1\n");
+    cr_expect_leq(most, 8, "the session held %lld slow jobs at once for its 4 threads", most);
+    cr_expect_leq(largest_claim(db.conn, "wide"), 4, "one claim took %lld slow jobs for 4 threads",
+                  largest_claim(db.conn, "wide"));
+}
+
+/* One session for four handler threads, default batch, a backlog of 2,000
+ * quick jobs: a claim grows past one job per thread while its jobs run
+ * within the claim budget (fewer claims, each walking the ready index's
+ * dead entries once), and every job still runs once. */
+Test(batch, quick_jobs_on_a_shared_session_are_claimed_more_than_one_per_thread, .timeout = 120)
+{
+    struct th_db db;
+    th_db_new(&db);
+    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 1}')) FROM generate_series(1, 2000)");
+    char *ini = th_host_ini(&db, "many", NULL, NULL, "[queue default]\nthreads = 4\nconnections = 1\n");
+    pid_t pid = th_host_start(ini);
+    cr_assert_eq(th_wait_scalar(db.conn, 2000, 60000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 2000,
+                 "the quick jobs did not finish");
+    cr_expect_eq(th_host_stop(pid, 20000), 0);
+    cr_expect_geq(largest_claim(db.conn, "many"), 16, "the largest claim held only %lld quick jobs for 4 threads",
+                  largest_claim(db.conn, "many"));
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 2000);
+    cr_expect_eq(th_scalar(db.conn, "SELECT count(DISTINCT job_id) FROM skipq.job_executions"), 2000);
     th_check_invariants(db.conn);
     th_assert_clean_log(ini);
 }

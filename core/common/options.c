@@ -321,7 +321,10 @@ const struct sq_option sq_options[] = {
              "backlog) and their jobs ran within 100 ms, falls back to what came when a claim is short, and scales "
              "the next claim to what fits in 100 ms when jobs took longer, so slow jobs are claimed one at a time "
              "and shared between threads and hosts. Claimed jobs wait their turn on that thread, holding their "
-             "leases; set 1 to claim one job per round trip always"},
+             "leases; set 1 to claim one job per round trip always. A session shared by several threads "
+             "(`connections`) claims up to `batch` jobs for them all: more than one per thread only while its "
+             "claims' jobs ran within 100 ms, so slow jobs go one per thread. Many short I/O-bound handlers on "
+             "shared sessions run faster with `batch = 1000`: fewer, larger claims (bench/README.md)"},
     {SQ_SECT_QUEUE, "priority_aging", SQ_OPT_DURATION, QUEUE(aging_ms), .min = 100, .shown = "off",
      .help = "a pending job's priority rises by 1 for every this much it has waited since its `run_at`, so a "
              "steady stream of higher-priority jobs cannot starve it (never lowered; applied on heartbeat rounds, "

@@ -296,8 +296,7 @@ static void worker_exit(struct sq_host *h)
 
 int sq_worker_claim_cap(const struct sq_worker *w)
 {
-    int batch = w->group->batch;
-    return w->handlers > 1 && w->handlers < batch ? w->handlers : batch;
+    return w->group->batch;
 }
 
 /*
@@ -358,6 +357,32 @@ static void part_free(struct part *x)
     sq_pending_free(&x->pend);
 }
 
+/*
+ * The size of the next claim of a part that held x->b.n jobs for
+ * elapsed_us. By depth, as a thread's claim (next_limit), but by time only
+ * beyond one job per handler thread: up to that many jobs start at once, so
+ * none waits behind a sibling; more wait their turn in the pool, holding
+ * their leases, and are claimed only while the part ran within the claim
+ * budget -- scaled, when it did not, to about what fits in it. Why more
+ * than one per thread at all: each claim walks from the head of the ready
+ * index past the entries of every job claimed since the last vacuum (dead
+ * entries stay until VACUUM removes them; autovacuum visits a database once
+ * a minute), so a burst drained 64 jobs per claim read 1,400 index and heap
+ * pages per claim by its end. Fewer, larger claims walk it less often
+ * (bench/README.md, "Claims larger than the pool").
+ */
+static int part_limit(const struct part *x, int cap, int64_t elapsed_us)
+{
+    int next = next_limit(x->asked, x->b.n, cap, 0);
+    int handlers = x->w->handlers;
+    if (next <= handlers || elapsed_us <= CLAIM_BUDGET_US)
+        return next;
+    int64_t fit = (int64_t)x->b.n * CLAIM_BUDGET_US / elapsed_us;
+    if (fit < handlers)
+        return handlers;
+    return fit < next ? (int)fit : next;
+}
+
 /* Wait for x's jobs; once the host stops, give back those never started.
  * Returns the size of the next claim; *elapsed_us: how long x was in the
  * pool. */
@@ -374,10 +399,7 @@ static int part_finish(struct part *x, PGconn *conn, int cap, int64_t *elapsed_u
         release_unstarted(w, conn, x->claimed + taken, x->b.n - taken);
         sq_slots_clear(w, x->base + taken, x->b.n - taken);
     }
-    /* By depth alone: the claim's jobs ran side by side, and none waits
-     * behind more than the other parts' (the time budget is for a thread
-     * that runs its claim one job after another). */
-    return next_limit(x->asked, x->b.n, cap, 0);
+    return part_limit(x, cap, *elapsed_us);
 }
 
 /* Does any part but x hold jobs: running, or outcomes to record? */
