@@ -118,26 +118,36 @@ Test(batch, slow_jobs_on_a_shared_session_are_held_one_per_thread_whatever_the_b
                   largest_claim(db.conn, "wide"));
 }
 
+/* n quick jobs (`payload`) for one host (`queue`, its [queue default]
+ * section): run them all, each exactly once, and say how many jobs the
+ * host's largest claim took. */
+static long long largest_claim_of_quick_jobs(struct th_db *db, const char *host, const char *queue, int n,
+                                             const char *payload)
+{
+    th_execf(db->conn, "SELECT count(skipq.enqueue('test', '%s')) FROM generate_series(1, %d)", payload, n);
+    char *ini = th_host_ini(db, host, NULL, NULL, queue);
+    pid_t pid = th_host_start(ini);
+    cr_assert_eq(th_wait_scalar(db->conn, n, 60000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), n,
+                 "the quick jobs did not finish");
+    cr_expect_eq(th_host_stop(pid, 20000), 0);
+    cr_expect_eq(th_scalar(db->conn, "SELECT count(*) FROM skipq.job_executions"), n);
+    cr_expect_eq(th_scalar(db->conn, "SELECT count(DISTINCT job_id) FROM skipq.job_executions"), n);
+    th_check_invariants(db->conn);
+    th_assert_clean_log(ini);
+    return largest_claim(db->conn, host);
+}
+
 /* One session for four handler threads, default batch, a backlog of 2,000
  * quick jobs: a claim grows past one job per thread while its jobs run
  * within the claim budget (fewer claims, each walking the ready index's
- * dead entries once), and every job still runs once. */
+ * dead entries once). */
 Test(batch, quick_jobs_on_a_shared_session_are_claimed_more_than_one_per_thread, .timeout = 120)
 {
     struct th_db db;
     th_db_new(&db);
-    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{\"sleep_ms\": 1}')) FROM generate_series(1, 2000)");
-    char *ini = th_host_ini(&db, "many", NULL, NULL, "[queue default]\nthreads = 4\nconnections = 1\n");
-    pid_t pid = th_host_start(ini);
-    cr_assert_eq(th_wait_scalar(db.conn, 2000, 60000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 2000,
-                 "the quick jobs did not finish");
-    cr_expect_eq(th_host_stop(pid, 20000), 0);
-    cr_expect_geq(largest_claim(db.conn, "many"), 16, "the largest claim held only %lld quick jobs for 4 threads",
-                  largest_claim(db.conn, "many"));
-    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 2000);
-    cr_expect_eq(th_scalar(db.conn, "SELECT count(DISTINCT job_id) FROM skipq.job_executions"), 2000);
-    th_check_invariants(db.conn);
-    th_assert_clean_log(ini);
+    long long most = largest_claim_of_quick_jobs(&db, "many", "[queue default]\nthreads = 4\nconnections = 1\n", 2000,
+                                                 "{\"sleep_ms\": 1}");
+    cr_expect_geq(most, 16, "the largest claim held only %lld quick jobs for 4 threads", most);
 }
 
 /* Default batch, one thread, a backlog of 500 quick jobs: claims grow
@@ -146,17 +156,8 @@ Test(batch, quick_jobs_grow_the_claim_with_the_default_batch, .timeout = 120)
 {
     struct th_db db;
     th_db_new(&db);
-    th_execf(db.conn, "SELECT count(skipq.enqueue('test', '{}')) FROM generate_series(1, 500)");
-    char *ini = th_host_ini(&db, "grow", NULL, NULL, "[queue default]\nthreads = 1\n");
-    pid_t pid = th_host_start(ini);
-    cr_assert_eq(th_wait_scalar(db.conn, 500, 60000, "SELECT count(*) FROM skipq.jobs WHERE status = 'done'"), 500,
-                 "the quick jobs did not finish");
-    cr_expect_eq(th_host_stop(pid, 20000), 0);
-    cr_expect_geq(largest_claim(db.conn, "grow"), 16, "the largest claim held only %lld quick jobs",
-                  largest_claim(db.conn, "grow"));
-    cr_expect_eq(th_scalar(db.conn, "SELECT count(*) FROM skipq.job_executions"), 500);
-    th_check_invariants(db.conn);
-    th_assert_clean_log(ini);
+    long long most = largest_claim_of_quick_jobs(&db, "grow", "[queue default]\nthreads = 1\n", 500, "{}");
+    cr_expect_geq(most, 16, "the largest claim held only %lld quick jobs", most);
 }
 
 /* The first job finishes at once; the second hangs past its kind's timeout.
