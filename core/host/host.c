@@ -211,7 +211,9 @@ static bool build_workers(struct sq_host *h, const char *db_flag, char *err, siz
             snprintf(w->ident, sizeof w->ident, "%s:%d:%s", h->name, (int)getpid(), w->name);
             /* The group's threads shared out among its sessions. */
             w->handlers = g->threads / g->connections + (t < g->threads % g->connections ? 1 : 0);
-            w->nslots = w->handlers > 1 ? SQ_POOL_PARTS * sq_worker_claim_cap(w) : g->batch;
+            /* A claim takes at most `batch` jobs; a shared session keeps
+             * SQ_POOL_PARTS claims in flight (worker.c, part_limit). */
+            w->nslots = w->handlers > 1 ? SQ_POOL_PARTS * g->batch : g->batch;
             w->slots_lock = &h->slots_lock;
             w->live = &h->lives[idx];
             pthread_mutex_init(&w->conn_lock, NULL);

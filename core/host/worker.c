@@ -294,11 +294,6 @@ static void worker_exit(struct sq_host *h)
 
 /* ---- a worker with a pool of handler threads ([queue] connections < threads) ---- */
 
-int sq_worker_claim_cap(const struct sq_worker *w)
-{
-    return w->group->batch;
-}
-
 /*
  * One of the worker's claims in flight (SQ_POOL_PARTS of them): while the
  * handler threads run the oldest, the session records another's outcomes
@@ -373,14 +368,10 @@ static void part_free(struct part *x)
  */
 static int part_limit(const struct part *x, int cap, int64_t elapsed_us)
 {
-    int next = next_limit(x->asked, x->b.n, cap, 0);
-    int handlers = x->w->handlers;
-    if (next <= handlers || elapsed_us <= CLAIM_BUDGET_US)
-        return next;
-    int64_t fit = (int64_t)x->b.n * CLAIM_BUDGET_US / elapsed_us;
-    if (fit < handlers)
-        return handlers;
-    return fit < next ? (int)fit : next;
+    int by_depth = next_limit(x->asked, x->b.n, cap, 0);
+    int by_time = next_limit(x->asked, x->b.n, cap, elapsed_us); /* never above by_depth */
+    int one_each = by_depth < x->w->handlers ? by_depth : x->w->handlers;
+    return by_time > one_each ? by_time : one_each;
 }
 
 /* Wait for x's jobs; once the host stops, give back those never started.
@@ -517,7 +508,7 @@ static void *pool_main(struct sq_worker *w)
     uint32_t seed = (uint32_t)(time(NULL) ^ (getpid() << 8) ^ (uint32_t)w->index * 2654435761u);
     char err[512];
     sq_host_log_thread(w->host, w->name);
-    int cap = sq_worker_claim_cap(w);
+    int cap = w->group->batch; /* per part: the part's arrays and slots */
     struct part pt[SQ_POOL_PARTS];
     int64_t *held = calloc((size_t)w->nslots * 2, sizeof *held); /* outcomes and claims of every part */
     bool ok = held != NULL;
